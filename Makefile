@@ -1,0 +1,60 @@
+# qwen3-tts - the only build entry point.
+#
+#   make            build build/qwen3-tts (CPU)
+#   make test       build and run every test (tests/run.sh prints "N passed, N failed")
+#   make test-asan  the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make clean
+#
+# Every src/**/*.c goes into build/libqtts.a; every tests/unit/test_*.c is a
+# separate test executable linked against it.
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wshadow -Wno-unused-parameter \
+              -Werror=implicit-function-declaration -Werror=incompatible-pointer-types \
+              -Iinclude -Isrc -pthread
+CFLAGS  ?= $(OPT)
+LDLIBS  = -lutf8proc -lm -pthread
+SAN_FLAGS = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+            -fsanitize=float-cast-overflow -fno-sanitize-recover=undefined
+
+SRC      := $(sort $(shell find src -name '*.c'))
+APP_SRC  := $(sort $(wildcard app/*.c))
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+
+OBJ      := $(SRC:%.c=$(BUILD)/%.o)
+APP_OBJ  := $(APP_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+LIB      := $(BUILD)/libqtts.a
+BIN      := $(BUILD)/qwen3-tts
+
+.PHONY: all test test-asan clean
+all: $(BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(APP_OBJ) $(LIB)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -o $@ $(APP_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c tests/harness.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Itests -DQTTS_FIXTURES='"tests/fixtures"' \
+	    -DQTTS_BIN='"$(abspath $(BIN))"' -o $@ $< $(LIB) $(LDLIBS)
+
+test: $(BIN) $(TEST_BIN)
+	@tests/run.sh $(TEST_BIN)
+
+test-asan:
+	$(MAKE) BUILD=build-asan CFLAGS="$(SAN_FLAGS)" test
+
+clean:
+	rm -rf build build-asan
+
+-include $(OBJ:.o=.d) $(APP_OBJ:.o=.d)

@@ -1,0 +1,95 @@
+/*
+ * base.h - leaf utilities shared by every layer: status codes, error
+ * reporting, checked allocation and overflow-checked size arithmetic.
+ *
+ * Error convention: library functions return qtts_status and, on failure,
+ * fill a caller-owned qtts_err with one line of text that names the thing
+ * that failed (file, tensor, key) and the rule it broke. Library code never
+ * prints and never exits; only app/ does.
+ */
+#ifndef QTTS_BASE_H
+#define QTTS_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+typedef enum {
+    QTTS_OK = 0,
+    QTTS_ERR_IO,          /* file missing/unreadable, mmap failed */
+    QTTS_ERR_FORMAT,      /* malformed file or config (hostile or corrupt input) */
+    QTTS_ERR_INVALID,     /* bad argument from the caller/user */
+    QTTS_ERR_NOMEM,       /* allocation failed or over budget */
+    QTTS_ERR_UNSUPPORTED, /* valid but not implemented (e.g. a model type) */
+    QTTS_ERR_LIMIT,       /* a configured limit was reached */
+    QTTS_ERR_NUMERIC,     /* NaN/Inf in activations or output */
+    QTTS_ERR_CANCELLED,   /* the caller asked us to stop */
+} qtts_status;
+
+#define QTTS_ERR_MAX 512
+typedef struct {
+    qtts_status status;
+    char msg[QTTS_ERR_MAX];
+} qtts_err;
+
+/* Format a one-line message into err (err may be NULL) and return status. */
+qtts_status qtts_fail(qtts_err *err, qtts_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+const char *qtts_status_name(qtts_status s);
+
+#define QTTS_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define QTTS_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define QTTS_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Programmer errors only (never for input validation). */
+#define QTTS_ASSERT(x)                                                        \
+    do {                                                                      \
+        if (!(x)) qtts_assert_fail(#x, __FILE__, __LINE__);                   \
+    } while (0)
+_Noreturn void qtts_assert_fail(const char *expr, const char *file, int line);
+
+/* Allocation: NULL on failure (callers turn it into QTTS_ERR_NOMEM). The
+ * aligned variant returns 64-byte aligned memory released with qtts_free. */
+void *qtts_malloc(size_t n);
+void *qtts_calloc(size_t count, size_t size);
+void *qtts_realloc(void *p, size_t n);
+void *qtts_aligned_alloc(size_t n);
+void qtts_free(void *p);
+char *qtts_strdup(const char *s);
+
+/* Overflow-checked size arithmetic: return false on overflow. */
+static inline bool qtts_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool qtts_add_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* Read a whole (small) file into a NUL-terminated heap buffer. max_bytes
+ * bounds the size; larger files are rejected with QTTS_ERR_LIMIT. */
+qtts_status qtts_read_file(const char *path, size_t max_bytes, char **out_buf,
+                           size_t *out_len, qtts_err *err);
+
+/* Join dir and name into out (bounded); false if it does not fit. */
+bool qtts_path_join(char *out, size_t cap, const char *dir, const char *name);
+
+/* Monotonic clock in seconds. */
+double qtts_now(void);
+
+/* bf16 <-> f32 (exact upcast; round-to-nearest-even downcast). */
+static inline float qtts_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)h << 16;
+    return v.f;
+}
+static inline uint16_t qtts_f32_to_bf16(float f) {
+    union { uint32_t u; float f; } v;
+    v.f = f;
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* NaN */
+    uint32_t lsb = (v.u >> 16) & 1u;
+    return (uint16_t)((v.u + 0x7fffu + lsb) >> 16);
+}
+float qtts_f16_to_f32(uint16_t h);
+
+#endif

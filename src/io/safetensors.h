@@ -1,0 +1,80 @@
+/*
+ * safetensors.h - mmap'd, bounds-checked safetensors reader.
+ *
+ * A model file is hostile input. qtts_st_open validates, in this order and
+ * before any allocation sized by the header: file size >= 8; header length
+ * N with 2 <= N <= 100,000,000 and 8+N <= file size (checked add); first
+ * header byte '{'; header is valid UTF-8 and strict JSON (our json.h, which
+ * rejects duplicate keys); every entry is an object with exactly "dtype",
+ * "shape", "data_offsets"; dtype in the whitelist; rank <= 8; dims and
+ * offsets non-negative integers < 2^53; numel*elsize computed with overflow
+ * checks and equal to end-begin; after sorting by begin, the ranges tile
+ * the data area exactly (no overlap, no gap) and end at EOF (no trailing
+ * bytes). "__metadata__" must be an object of string values.
+ * Every error is one line: "<path>: <rule broken> (<detail>)".
+ *
+ * The file is mapped PROT_READ/MAP_PRIVATE and the fd kept open for the
+ * lifetime of the handle; rewriting a mapped file in place is unsupported.
+ */
+#ifndef QTTS_SAFETENSORS_H
+#define QTTS_SAFETENSORS_H
+
+#include "../base/base.h"
+
+typedef enum {
+    QTTS_DT_F32,
+    QTTS_DT_F16,
+    QTTS_DT_BF16,
+    QTTS_DT_I64,
+    QTTS_DT_I32,
+    QTTS_DT_I8,
+    QTTS_DT_U8,
+} qtts_dtype;
+
+#define QTTS_MAX_RANK 8
+
+typedef struct {
+    const char *name;            /* NUL-terminated, owned by the file handle */
+    qtts_dtype dtype;
+    int rank;
+    int64_t shape[QTTS_MAX_RANK];
+    uint64_t numel;
+    uint64_t nbytes;
+    const void *data;            /* points into the mapping; read-only */
+} qtts_tensor;
+
+const char *qtts_dtype_name(qtts_dtype dt);
+size_t qtts_dtype_size(qtts_dtype dt);
+
+/* One file. */
+typedef struct qtts_st_file qtts_st_file;
+qtts_status qtts_st_open(const char *path, qtts_st_file **out, qtts_err *err);
+void qtts_st_close(qtts_st_file *f);              /* NULL ok */
+size_t qtts_st_count(const qtts_st_file *f);
+const qtts_tensor *qtts_st_at(const qtts_st_file *f, size_t i);  /* sorted by name */
+const qtts_tensor *qtts_st_find(const qtts_st_file *f, const char *name);
+const char *qtts_st_path(const qtts_st_file *f);
+
+/* A set of files that together hold a model: either "<dir>/<stem>.safetensors"
+ * or the shards listed by "<dir>/<stem>.safetensors.index.json"
+ * ({"weight_map": {name: file}}; shard names must be plain file names, no
+ * '/' or '..'). A tensor name present in two shards is an error. */
+typedef struct qtts_st_set qtts_st_set;
+qtts_status qtts_st_set_open(const char *dir, const char *stem, qtts_st_set **out,
+                             qtts_err *err);
+void qtts_st_set_close(qtts_st_set *s);           /* NULL ok */
+const qtts_tensor *qtts_st_set_find(const qtts_st_set *s, const char *name);
+size_t qtts_st_set_count(const qtts_st_set *s);
+const qtts_tensor *qtts_st_set_at(const qtts_st_set *s, size_t i);
+
+/* Look up a tensor that must exist with the given dtype (or any dtype when
+ * dtype_mask is 0; else a bit mask of 1u<<qtts_dtype) and shape; dims
+ * beyond rank are ignored. On failure returns NULL and sets err to e.g.
+ * "model.safetensors: tensor talker.model.norm.weight: shape [32] != expected [64]". */
+const qtts_tensor *qtts_st_expect(const qtts_st_set *s, const char *name, unsigned dtype_mask,
+                                  int rank, const int64_t *shape, qtts_err *err);
+
+/* Convenience: copy/convert a tensor's elements to f32 (F32/F16/BF16 only). */
+void qtts_tensor_to_f32(const qtts_tensor *t, float *out);
+
+#endif
