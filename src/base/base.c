@@ -21,6 +21,8 @@ qtts_status qtts_fail(qtts_err *err, qtts_status status, const char *fmt, ...) {
     return status;
 }
 
+const char *qtts_status_str(qtts_status s) { return qtts_status_name(s); }
+
 const char *qtts_status_name(qtts_status s) {
     switch (s) {
     case QTTS_OK: return "ok";

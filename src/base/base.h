@@ -14,23 +14,10 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-typedef enum {
-    QTTS_OK = 0,
-    QTTS_ERR_IO,          /* file missing/unreadable, mmap failed */
-    QTTS_ERR_FORMAT,      /* malformed file or config (hostile or corrupt input) */
-    QTTS_ERR_INVALID,     /* bad argument from the caller/user */
-    QTTS_ERR_NOMEM,       /* allocation failed or over budget */
-    QTTS_ERR_UNSUPPORTED, /* valid but not implemented (e.g. a model type) */
-    QTTS_ERR_LIMIT,       /* a configured limit was reached */
-    QTTS_ERR_NUMERIC,     /* NaN/Inf in activations or output */
-    QTTS_ERR_CANCELLED,   /* the caller asked us to stop */
-} qtts_status;
+#include "qwen3_tts.h"
 
-#define QTTS_ERR_MAX 512
-typedef struct {
-    qtts_status status;
-    char msg[QTTS_ERR_MAX];
-} qtts_err;
+/* The status codes and the error struct are part of the public API. */
+typedef qtts_error qtts_err;
 
 /* Format a one-line message into err (err may be NULL) and return status. */
 qtts_status qtts_fail(qtts_err *err, qtts_status status, const char *fmt, ...)

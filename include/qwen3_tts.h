@@ -1,0 +1,151 @@
+/*
+ * qwen3_tts.h - public C API of the qwen3-tts engine.
+ *
+ *     qtts_engine *eng; qtts_error err;
+ *     if (qtts_engine_open("Qwen3-TTS-12Hz-0.6B-CustomVoice", NULL, &eng, &err)) {
+ *         fprintf(stderr, "%s\n", err.msg); return 1;
+ *     }
+ *     qtts_session *s = qtts_session_new(eng, &err);
+ *     qtts_request req;
+ *     qtts_request_init(&req);
+ *     req.text = "Hello there.";
+ *     req.speaker = "vivian";
+ *     req.on_audio = my_pcm_sink;      // float samples at 24 kHz, mono
+ *     req.user = my_state;
+ *     if (qtts_synthesize(s, &req, NULL, &err)) fprintf(stderr, "%s\n", err.msg);
+ *     qtts_session_free(s);
+ *     qtts_engine_close(eng);
+ *
+ * Thread safety: an engine is immutable after qtts_engine_open and may be
+ * shared by any number of threads; a session (KV caches, RNG, scratch) is
+ * used by one thread at a time. Library functions never print or exit;
+ * every failure returns a non-zero qtts_status and fills a qtts_error with
+ * one line naming the problem.
+ */
+#ifndef QWEN3_TTS_H
+#define QWEN3_TTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    QTTS_OK = 0,
+    QTTS_ERR_IO,          /* file missing/unreadable, mmap failed */
+    QTTS_ERR_FORMAT,      /* malformed file or config (hostile or corrupt input) */
+    QTTS_ERR_INVALID,     /* bad argument from the caller/user */
+    QTTS_ERR_NOMEM,       /* allocation failed or over budget */
+    QTTS_ERR_UNSUPPORTED, /* valid but not implemented here */
+    QTTS_ERR_LIMIT,       /* a configured limit was reached */
+    QTTS_ERR_NUMERIC,     /* NaN/Inf in activations or output */
+    QTTS_ERR_CANCELLED,   /* a callback asked to stop */
+} qtts_status;
+
+#define QTTS_ERR_MAX 512
+typedef struct {
+    qtts_status status;
+    char msg[QTTS_ERR_MAX];
+} qtts_error;
+
+#define QTTS_SAMPLE_RATE 24000
+#define QTTS_NUM_CODEBOOKS 16
+
+typedef struct qtts_engine qtts_engine;
+typedef struct qtts_session qtts_session;
+
+typedef struct {
+    const char *backend;   /* "cpu" (default) */
+    int n_threads;         /* 0 = all cores */
+} qtts_engine_options;
+
+void qtts_engine_options_init(qtts_engine_options *o);
+
+/* Opens a model directory exactly as published on Hugging Face
+ * (config.json, generation_config.json, model.safetensors or sharded,
+ * vocab.json, merges.txt, tokenizer_config.json, speech_tokenizer/).
+ * opts may be NULL. */
+qtts_status qtts_engine_open(const char *model_dir, const qtts_engine_options *opts,
+                             qtts_engine **out, qtts_error *err);
+void qtts_engine_close(qtts_engine *e);     /* NULL ok */
+
+typedef enum { QTTS_KIND_CUSTOM_VOICE, QTTS_KIND_VOICE_DESIGN, QTTS_KIND_BASE } qtts_model_kind;
+
+typedef struct {
+    qtts_model_kind kind;
+    const char *size;          /* "0b6" | "1b7" */
+    int n_speakers;            /* CustomVoice preset speakers */
+    int n_languages;           /* codec languages (without "auto") */
+    int hidden;                /* talker hidden size */
+    bool honours_instruct;     /* false for 0.6B CustomVoice and Base */
+} qtts_model_info;
+
+void qtts_engine_info(const qtts_engine *e, qtts_model_info *info);
+const char *qtts_engine_speaker(const qtts_engine *e, int i);   /* lower-case name */
+const char *qtts_engine_language(const qtts_engine *e, int i);  /* lower-case name */
+
+/* A session owns per-request state; reusable for many requests in turn. */
+qtts_session *qtts_session_new(const qtts_engine *e, qtts_error *err);
+void qtts_session_free(qtts_session *s);    /* NULL ok */
+
+typedef enum {
+    QTTS_TEXT_MODE_DEFAULT = 0,   /* the reference's per-mode default: non-streaming
+                                     for CustomVoice/VoiceDesign, streaming for clone */
+    QTTS_TEXT_MODE_STREAMING,     /* text fed one token per frame */
+    QTTS_TEXT_MODE_NON_STREAMING, /* whole text in the prompt */
+} qtts_text_mode;
+
+/* Return non-zero from a callback to cancel the request (QTTS_ERR_CANCELLED). */
+typedef int (*qtts_audio_cb)(void *user, const float *pcm, size_t n_samples);
+typedef int (*qtts_frame_cb)(void *user, int frame_index, const int32_t codes[QTTS_NUM_CODEBOOKS]);
+
+/* Sampling fields: a negative value (or -1 for the booleans) means "take
+ * generation_config.json's value", exactly as the reference resolves them. */
+typedef struct {
+    const char *text;           /* UTF-8, required */
+    const char *speaker;        /* CustomVoice: a preset speaker (case-insensitive) */
+    const char *language;       /* NULL or "auto", or a codec language (case-insensitive) */
+    const char *instruct;       /* 1.7B CustomVoice style, VoiceDesign voice description */
+    qtts_text_mode text_mode;
+
+    int do_sample;              /* -1 default, 0 greedy, 1 sample */
+    int top_k;
+    float top_p, temperature, repetition_penalty;
+    int subtalker_do_sample;
+    int subtalker_top_k;
+    float subtalker_top_p, subtalker_temperature;
+    int max_new_tokens;         /* codebook-0 draws including EOS; <0 = config */
+    uint64_t seed;
+
+    qtts_audio_cb on_audio;     /* decoded PCM as it becomes final */
+    qtts_frame_cb on_frame;     /* each generated frame's 16 codes */
+    void *user;
+} qtts_request;
+
+void qtts_request_init(qtts_request *r);
+
+typedef struct {
+    int n_frames;               /* generated frames (the EOS frame excluded) */
+    bool hit_eos;               /* false when max_new_tokens ended it */
+    size_t n_samples;           /* PCM samples produced */
+    double seconds_total;
+} qtts_result;
+
+/* Synthesizes req on session s. result may be NULL. */
+qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_result *result,
+                            qtts_error *err);
+
+/* Decode a [n_frames, 16] code matrix to PCM (chunked exactly like the
+ * reference); the audio goes to on_audio. */
+qtts_status qtts_decode_codes(qtts_session *s, const int32_t *codes, int n_frames,
+                              qtts_audio_cb on_audio, void *user, qtts_error *err);
+
+const char *qtts_status_str(qtts_status s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
