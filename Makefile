@@ -13,7 +13,7 @@ BUILD   ?= build
 OPT     ?= -O2
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wshadow -Wno-unused-parameter \
               -Werror=implicit-function-declaration -Werror=incompatible-pointer-types \
-              -Iinclude -Isrc -pthread
+              -Iinclude -Isrc -Iapp -pthread
 CFLAGS  ?= $(OPT)
 LDLIBS  = -lutf8proc -lm -pthread
 SAN_FLAGS = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \

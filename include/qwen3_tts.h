@@ -145,6 +145,16 @@ qtts_status qtts_decode_codes(qtts_session *s, const int32_t *codes, int n_frame
 
 const char *qtts_status_str(qtts_status s);
 
+/* Writes mono PCM at sample_rate as a WAV file (path "-" = stdout):
+ * 16-bit PCM (clamped to [-1, 1], NaN as 0) or, with float32, IEEE float. */
+qtts_status qtts_write_wav(const char *path, const float *pcm, size_t n_samples,
+                           int sample_rate, bool float32, qtts_error *err);
+
+/* Prints every tensor (name, dtype, shape) of the model directory's weight
+ * files and the parsed configuration through line(). */
+qtts_status qtts_inspect(const char *model_dir, void (*line)(void *user, const char *text),
+                         void *user, qtts_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,5 @@
 /* base.c - error formatting, checked allocation, small file helpers. */
-#define _POSIX_C_SOURCE 200809L
+
 #include "base.h"
 
 #include <errno.h>

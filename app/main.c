@@ -1,0 +1,404 @@
+/*
+ * main.c - the qwen3-tts command line: one binary, several subcommands.
+ *
+ *   qwen3-tts synth   -m MODEL_DIR --text "..." -o out.wav [options]
+ *   qwen3-tts inspect -m MODEL_DIR
+ *   qwen3-tts --help | --version
+ *
+ * This file only turns flags into qtts_request fields and files into
+ * buffers; everything else goes through the public API (qwen3_tts.h).
+ * It is the only place that prints to the terminal or exits.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "qwen3_tts.h"
+#include "codes_file.h"
+
+#define QTTS_VERSION "0.1.0"
+#define MAX_TEXT_BYTES (1u << 20)
+
+static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("qwen3-tts: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static void usage_main(FILE *f) {
+    fputs("usage: qwen3-tts <command> [options]\n"
+          "\n"
+          "commands:\n"
+          "  synth     synthesize speech from text (or decode a codes file)\n"
+          "  inspect   list a model directory's configuration and tensors\n"
+          "\n"
+          "Run 'qwen3-tts <command> --help' for the options of a command.\n",
+          f);
+}
+
+static void usage_synth(FILE *f) {
+    fputs(
+        "usage: qwen3-tts synth -m MODEL_DIR (--text TEXT | --text-file FILE|-) -o OUT.wav [options]\n"
+        "\n"
+        "input and output:\n"
+        "  -m, --model DIR          Hugging Face model directory (required)\n"
+        "  -t, --text TEXT          text to speak\n"
+        "      --text-file FILE     read the text from FILE ('-' = stdin)\n"
+        "  -o, --output FILE        output WAV ('-' = stdout); default out.wav\n"
+        "      --raw                write raw 16-bit little-endian PCM (24 kHz mono) instead of WAV,\n"
+        "                           streamed as it is produced\n"
+        "      --f32                write 32-bit float samples (WAV format 3, or raw f32le with --raw)\n"
+        "      --codes-out FILE     also write the generated codes (one frame per line, 16 ints)\n"
+        "      --codes-in FILE      skip generation: decode the codes in FILE to audio\n"
+        "voice:\n"
+        "  -s, --speaker NAME       preset speaker (CustomVoice models)\n"
+        "  -l, --language NAME      language, or 'auto' (default)\n"
+        "  -i, --instruct TEXT      style instruction (1.7B CustomVoice) or voice description (VoiceDesign)\n"
+        "      --list-speakers      print the model's speakers and exit\n"
+        "      --list-languages     print the model's languages and exit\n"
+        "generation:\n"
+        "      --streaming-text     feed the text one token per frame (the reference's streaming text mode)\n"
+        "      --non-streaming-text put the whole text in the prompt (default for CustomVoice/VoiceDesign)\n"
+        "      --greedy             argmax decoding in both the talker and the code predictor\n"
+        "      --seed N             sampling seed (default 0)\n"
+        "      --temperature X      talker temperature (default from generation_config.json)\n"
+        "      --top-k N            talker top-k (0 = off)\n"
+        "      --top-p X            talker top-p (1 = off)\n"
+        "      --repetition-penalty X\n"
+        "      --subtalker-temperature X, --subtalker-top-k N, --subtalker-top-p X\n"
+        "      --subtalker-greedy   argmax in the code predictor only\n"
+        "      --max-frames N       stop after N frames (12.5 frames per second)\n"
+        "      --max-seconds X      stop after X seconds of audio\n"
+        "other:\n"
+        "  -j, --threads N          worker threads (default: all cores)\n"
+        "  -q, --quiet              no progress output\n"
+        "  -h, --help\n",
+        f);
+}
+
+/* ---- strict number parsing ---------------------------------------------- */
+
+static long parse_long(const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        die("%s: expected an integer in [%ld, %ld], got '%s'", flag, lo, hi, s);
+    return v;
+}
+
+static unsigned long long parse_u64(const char *flag, const char *s) {
+    char *end;
+    errno = 0;
+    if (s[0] == '-') die("%s: expected a non-negative integer, got '%s'", flag, s);
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end) die("%s: expected a non-negative integer, got '%s'", flag, s);
+    return v;
+}
+
+static float parse_float(const char *flag, const char *s, double lo, double hi, bool lo_open) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v > hi || v < lo || (lo_open && v == lo))
+        die("%s: expected a number in %c%g, %g], got '%s'", flag, lo_open ? '(' : '[', lo, hi, s);
+    return (float)v;
+}
+
+/* ---- text input ----------------------------------------------------------- */
+
+static char *read_stream(FILE *f, const char *what) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) die("out of memory");
+    for (;;) {
+        if (n + 1 >= cap) {
+            if (cap >= MAX_TEXT_BYTES) die("%s: text is longer than %u bytes", what, MAX_TEXT_BYTES);
+            cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) die("out of memory");
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) die("%s: read error", what);
+    buf[n] = 0;
+    if (strlen(buf) != n) die("%s: text contains a NUL byte", what);
+    return buf;
+}
+
+static char *read_text_file(const char *path) {
+    if (strcmp(path, "-") == 0) return read_stream(stdin, "stdin");
+    FILE *f = fopen(path, "rb");
+    if (!f) die("%s: cannot open: %s", path, strerror(errno));
+    char *t = read_stream(f, path);
+    fclose(f);
+    return t;
+}
+
+/* ---- synth ----------------------------------------------------------------- */
+
+typedef struct {
+    /* accumulated PCM (WAV output) or streamed (raw output) */
+    float *pcm;
+    size_t n, cap;
+    FILE *raw;
+    bool f32;
+    /* codes output */
+    FILE *codes_out;
+    /* progress */
+    bool progress;
+    int frames;
+    double t0;
+    int max_frames;
+} synth_sink;
+
+static int on_audio(void *user, const float *pcm, size_t n) {
+    synth_sink *s = user;
+    if (s->raw) {
+        qtts_error err;
+        (void)err;
+        if (s->f32) {
+            if (fwrite(pcm, sizeof(float), n, s->raw) != n) return 1;
+        } else {
+            int16_t buf[1024];
+            for (size_t i = 0; i < n;) {
+                size_t m = n - i < 1024 ? n - i : 1024;
+                for (size_t j = 0; j < m; j++) {
+                    float x = pcm[i + j];
+                    if (!(x == x)) x = 0;
+                    x = x > 1 ? 1 : x < -1 ? -1 : x;
+                    buf[j] = (int16_t)lrintf(x * 32767.0f);
+                }
+                if (fwrite(buf, 2, m, s->raw) != m) return 1;
+                i += m;
+            }
+        }
+        fflush(s->raw);
+        return 0;
+    }
+    if (s->n + n > s->cap) {
+        size_t nc = s->cap ? s->cap : 65536;
+        while (nc < s->n + n) nc *= 2;
+        float *np = realloc(s->pcm, nc * sizeof(float));
+        if (!np) return 1;
+        s->pcm = np;
+        s->cap = nc;
+    }
+    memcpy(s->pcm + s->n, pcm, n * sizeof(float));
+    s->n += n;
+    return 0;
+}
+
+static int on_frame(void *user, int idx, const int32_t codes[QTTS_NUM_CODEBOOKS]) {
+    synth_sink *s = user;
+    s->frames = idx + 1;
+    if (s->codes_out && qtts_codes_write_frame(s->codes_out, codes) != 0) return 1;
+    if (s->progress) {
+        double el = qtts_cli_now() - s->t0;
+        fprintf(stderr, "\rgenerating: %d frames (%.2f s of audio) in %.1f s", s->frames,
+                s->frames / 12.5, el);
+        if (s->max_frames > 0) fprintf(stderr, " [max %d]", s->max_frames);
+        fflush(stderr);
+    }
+    return 0;
+}
+
+static int cmd_synth(int argc, char **argv) {
+    const char *model = NULL, *text = NULL, *text_file = NULL, *out = "out.wav";
+    const char *codes_out = NULL, *codes_in = NULL;
+    bool raw = false, f32 = false, quiet = false, list_spk = false, list_lang = false;
+    int max_frames = -1, threads = 0;
+    double max_seconds = -1;
+    qtts_request req;
+    qtts_request_init(&req);
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+#define NEXT() (i + 1 < argc ? argv[++i] : (die("%s needs a value", a), (char *)NULL))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_synth(stdout); return 0; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = NEXT();
+        else if (!strcmp(a, "-t") || !strcmp(a, "--text")) text = NEXT();
+        else if (!strcmp(a, "--text-file")) text_file = NEXT();
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) out = NEXT();
+        else if (!strcmp(a, "--raw")) raw = true;
+        else if (!strcmp(a, "--f32")) f32 = true;
+        else if (!strcmp(a, "--codes-out")) codes_out = NEXT();
+        else if (!strcmp(a, "--codes-in")) codes_in = NEXT();
+        else if (!strcmp(a, "-s") || !strcmp(a, "--speaker")) req.speaker = NEXT();
+        else if (!strcmp(a, "-l") || !strcmp(a, "--language")) req.language = NEXT();
+        else if (!strcmp(a, "-i") || !strcmp(a, "--instruct")) req.instruct = NEXT();
+        else if (!strcmp(a, "--list-speakers")) list_spk = true;
+        else if (!strcmp(a, "--list-languages")) list_lang = true;
+        else if (!strcmp(a, "--streaming-text")) req.text_mode = QTTS_TEXT_MODE_STREAMING;
+        else if (!strcmp(a, "--non-streaming-text")) req.text_mode = QTTS_TEXT_MODE_NON_STREAMING;
+        else if (!strcmp(a, "--greedy")) { req.do_sample = 0; req.subtalker_do_sample = 0; }
+        else if (!strcmp(a, "--subtalker-greedy")) req.subtalker_do_sample = 0;
+        else if (!strcmp(a, "--seed")) req.seed = parse_u64(a, NEXT());
+        else if (!strcmp(a, "--temperature")) req.temperature = parse_float(a, NEXT(), 0, 100, true);
+        else if (!strcmp(a, "--top-k")) req.top_k = (int)parse_long(a, NEXT(), 0, 1 << 20);
+        else if (!strcmp(a, "--top-p")) req.top_p = parse_float(a, NEXT(), 0, 1, true);
+        else if (!strcmp(a, "--repetition-penalty")) req.repetition_penalty = parse_float(a, NEXT(), 0, 100, true);
+        else if (!strcmp(a, "--subtalker-temperature")) req.subtalker_temperature = parse_float(a, NEXT(), 0, 100, true);
+        else if (!strcmp(a, "--subtalker-top-k")) req.subtalker_top_k = (int)parse_long(a, NEXT(), 0, 1 << 20);
+        else if (!strcmp(a, "--subtalker-top-p")) req.subtalker_top_p = parse_float(a, NEXT(), 0, 1, true);
+        else if (!strcmp(a, "--max-frames")) max_frames = (int)parse_long(a, NEXT(), 1, 1 << 20);
+        else if (!strcmp(a, "--max-seconds")) max_seconds = parse_float(a, NEXT(), 0, 86400, true);
+        else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) threads = (int)parse_long(a, NEXT(), 0, 1024);
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
+        else die("synth: unknown option '%s' (see qwen3-tts synth --help)", a);
+#undef NEXT
+    }
+    if (!model) die("synth: -m MODEL_DIR is required (see qwen3-tts synth --help)");
+    if (text && text_file) die("synth: give either --text or --text-file, not both");
+
+    qtts_error err;
+    qtts_engine_options eo;
+    qtts_engine_options_init(&eo);
+    eo.n_threads = threads;
+    qtts_engine *eng = NULL;
+    double t_load = qtts_cli_now();
+    if (qtts_engine_open(model, &eo, &eng, &err)) die("%s", err.msg);
+    t_load = qtts_cli_now() - t_load;
+
+    if (list_spk || list_lang) {
+        qtts_model_info info;
+        qtts_engine_info(eng, &info);
+        if (list_spk)
+            for (int i = 0; i < info.n_speakers; i++) printf("%s\n", qtts_engine_speaker(eng, i));
+        if (list_lang) {
+            printf("auto\n");
+            for (int i = 0; i < info.n_languages; i++) printf("%s\n", qtts_engine_language(eng, i));
+        }
+        qtts_engine_close(eng);
+        return 0;
+    }
+
+    char *text_buf = NULL;
+    if (!codes_in) {
+        if (text_file) text_buf = read_text_file(text_file);
+        else if (text) text_buf = strdup(text);
+        else die("synth: no text: use --text TEXT or --text-file FILE ('-' for stdin)");
+        if (!text_buf) die("out of memory");
+        req.text = text_buf;
+    }
+
+    int frame_cap = max_frames;
+    if (max_seconds > 0) {
+        int f = (int)ceil(max_seconds * 12.5);
+        if (frame_cap < 0 || f < frame_cap) frame_cap = f;
+    }
+    /* max_new_tokens counts codebook-0 draws including the EOS draw. */
+    if (frame_cap > 0) req.max_new_tokens = frame_cap + 1;
+
+    synth_sink sink = {0};
+    sink.f32 = f32;
+    sink.progress = !quiet && isatty(2);
+    sink.t0 = qtts_cli_now();
+    sink.max_frames = frame_cap;
+    if (raw) {
+        if (strcmp(out, "-") == 0) sink.raw = stdout;
+        else if (!(sink.raw = fopen(out, "wb"))) die("%s: cannot create: %s", out, strerror(errno));
+    }
+    if (codes_out && !(sink.codes_out = fopen(codes_out, "w")))
+        die("%s: cannot create: %s", codes_out, strerror(errno));
+
+    qtts_session *ses = qtts_session_new(eng, &err);
+    if (!ses) die("%s", err.msg);
+
+    qtts_status st;
+    qtts_result res = {0};
+    if (codes_in) {
+        int32_t *codes = NULL;
+        int n_frames = 0;
+        char msg[QTTS_ERR_MAX];
+        if (qtts_codes_read(codes_in, &codes, &n_frames, msg, sizeof msg)) die("%s", msg);
+        st = qtts_decode_codes(ses, codes, n_frames, on_audio, &sink, &err);
+        free(codes);
+        res.n_frames = n_frames;
+    } else {
+        req.on_audio = on_audio;
+        req.on_frame = on_frame;
+        req.user = &sink;
+        st = qtts_synthesize(ses, &req, &res, &err);
+    }
+    if (sink.progress) fputc('\n', stderr);
+    if (st) die("%s", err.msg);
+
+    if (!raw && qtts_write_wav(out, sink.pcm, sink.n, QTTS_SAMPLE_RATE, f32, &err))
+        die("%s", err.msg);
+    if (sink.raw && sink.raw != stdout && fclose(sink.raw) != 0) die("%s: write failed", out);
+    if (sink.codes_out && fclose(sink.codes_out) != 0) die("%s: write failed", codes_out);
+
+    if (!quiet) {
+        double el = qtts_cli_now() - sink.t0;
+        double audio_s = (double)(raw ? (size_t)res.n_samples : sink.n) / QTTS_SAMPLE_RATE;
+        fprintf(stderr, "%s: %d frames, %.2f s of audio%s, load %.2f s, synth %.2f s (RTF %.2f)\n",
+                strcmp(out, "-") ? out : "stdout", res.n_frames, audio_s,
+                codes_in ? "" : (res.hit_eos ? " (ended by EOS)" : " (frame limit reached)"),
+                t_load, el, audio_s > 0 ? el / audio_s : 0.0);
+    }
+    qtts_session_free(ses);
+    qtts_engine_close(eng);
+    free(sink.pcm);
+    free(text_buf);
+    return 0;
+}
+
+/* ---- inspect --------------------------------------------------------------- */
+
+static void print_line(void *user, const char *text) {
+    (void)user;
+    puts(text);
+}
+
+static int cmd_inspect(int argc, char **argv) {
+    const char *model = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            puts("usage: qwen3-tts inspect -m MODEL_DIR");
+            return 0;
+        } else if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) {
+            model = argv[++i];
+        } else {
+            die("inspect: unknown option '%s'", argv[i]);
+        }
+    }
+    if (!model) die("inspect: -m MODEL_DIR is required");
+    qtts_error err;
+    if (qtts_inspect(model, print_line, NULL, &err)) die("%s", err.msg);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage_main(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage_main(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("qwen3-tts %s\n", QTTS_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    fprintf(stderr, "qwen3-tts: unknown command '%s'\n\n", cmd);
+    usage_main(stderr);
+    return 2;
+}
