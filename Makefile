@@ -48,7 +48,7 @@ $(BUILD)/tests/%: tests/unit/%.c tests/harness.h $(LIB)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Itests -DQTTS_FIXTURES='"tests/fixtures"' \
 	    -DQTTS_BIN='"$(abspath $(BIN))"' -o $@ $< $(LIB) $(LDLIBS)
 
-test: $(BIN) $(TEST_BIN)
+test: $(TEST_BIN)
 	@tests/run.sh $(TEST_BIN)
 
 test-asan:

@@ -32,8 +32,9 @@ struct qtts_json {
     qtts_json_type type;
     bool boolean;
     bool is_integer;       /* number written without fraction/exponent */
-    double number;         /* value of a NUMBER */
-    int64_t integer;       /* exact value when is_integer and it fits int64 */
+    bool fits_int64;       /* is_integer and the exact value fits int64 */
+    double number;         /* value of a NUMBER (always set, finite) */
+    int64_t integer;       /* exact value when fits_int64, else 0 */
     const char *str;       /* STRING: NUL-terminated UTF-8 (no embedded NUL) */
     size_t str_len;
     /* ARRAY/OBJECT: children in document order. For OBJECT, keys[i] names
@@ -42,6 +43,10 @@ struct qtts_json {
     qtts_json **items;
     const char **keys;
     size_t *key_lens;
+    /* OBJECT with more than 8 keys: positions 0..count-1 ordered by key
+     * bytes (memcmp, shorter first on a tie), used by qtts_json_get for a
+     * binary search; NULL for smaller objects. */
+    const uint32_t *key_index;
 };
 
 typedef struct {
@@ -57,19 +62,30 @@ typedef struct {
 qtts_json_limits qtts_json_limits_files(void);
 
 /* Parse text[0..len). On failure returns NULL and writes to err a message
- * that starts with `what` (e.g. a file name) and says the byte offset and the
- * rule broken. The caller frees the result with qtts_json_free. */
+ * "<what>: <rule> at byte <offset>" (what: e.g. a file name) with status
+ * QTTS_ERR_FORMAT (QTTS_ERR_NOMEM when memory ran out). The caller frees the
+ * result with qtts_json_free. lim NULL means qtts_json_limits_files().
+ * Number literals are capped at 63 characters whatever max_number_len says. */
 qtts_json *qtts_json_parse(const char *text, size_t len, const qtts_json_limits *lim,
                            const char *what, qtts_err *err);
 void qtts_json_free(qtts_json *doc);
 
-/* Lookups (NULL/false when absent or of another type). For objects with
- * more than a few keys get() is linear; callers iterate for big objects. */
+/* Lookups (NULL/false when absent or of another type). get() is a linear
+ * scan for objects of up to 8 keys and a binary search above that.
+ * get_int() needs an integer literal that fits int64 (1.0 and 1e3 are not
+ * integers); get_num() accepts any number. */
 const qtts_json *qtts_json_get(const qtts_json *obj, const char *key);
 const char *qtts_json_get_str(const qtts_json *obj, const char *key);
 bool qtts_json_get_int(const qtts_json *obj, const char *key, int64_t *out);
 bool qtts_json_get_num(const qtts_json *obj, const char *key, double *out);
 bool qtts_json_get_bool(const qtts_json *obj, const char *key, bool *out);
+
+/* "null", "boolean", "number", "string", "array", "object". */
+const char *qtts_json_type_name(qtts_json_type t);
+
+/* Strict UTF-8 check (same rules as JSON strings, NUL bytes allowed).
+ * On failure *bad_at (may be NULL) gets the offset of the first bad byte. */
+bool qtts_utf8_valid(const char *s, size_t len, size_t *bad_at);
 
 /* Append s (len bytes of valid UTF-8) as a quoted, escaped JSON string to
  * out (cap bytes, NUL-terminated). Returns the number of bytes that would
