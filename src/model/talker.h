@@ -1,0 +1,142 @@
+/*
+ * talker.h - the talker (codebook-0 decoder) and the code predictor (CP,
+ * codebooks 1..15), fp32 compute on weights viewed in place in the mmap.
+ *
+ * Shapes (H = talker hidden, C = CP hidden, T = text hidden, hd = head dim,
+ * G = num_code_groups = 16, V = talker vocab 3072, Vc = CP vocab 2048):
+ *
+ *   text id --text_embedding[T]--> fc1 (+b1, T->T) --silu--> fc2 (+b2, T->H)  = P(id) [H]
+ *   codec id --codec_embedding--> E(id) [H]
+ *   prefill: embeds[L,H] --28 x layer--> final norm --> hidden[H] (last row)
+ *            --codec_head--> logits[V]
+ *   step:    x[H] at position n_pos, same stack, KV cache appended
+ *   cp_frame(hidden[H], c0):
+ *       z0 = S(hidden), z1 = S(E(c0))          S = small_to_mtp [C,H]+b or identity
+ *       CP stack on [z0,z1] at positions 0,1 --norm--> cp_head[0] --> c1
+ *       for j = 1..14: z = S(E_j(c_j)) at position j+1 --> cp_head[j] --> c_{j+1}
+ *       (E_j = CP codec_embedding[j-1], width H; CP KV cache reset per frame)
+ *   next talker input = E(c0) + sum_{i=1..15} E_i(c_i)   [H], unprojected
+ *
+ * Layer (both stacks): h = rmsnorm(x); q,k,v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ;
+ * per-head rmsnorm on q and k; rotate-half RoPE (fp32 tables, §5.2 of the
+ * spec); causal GQA attention (query head j uses KV head j / (heads/kv));
+ * x += o·Woᵀ; x += down(silu(gate(h2)) * up(h2)) with h2 = rmsnorm(x).
+ *
+ * Ownership: qtts_talker_weights is immutable after load and borrows the
+ * tensor data of the safetensors set (which must outlive it); it owns only
+ * f32 copies of norm/bias vectors, RoPE tables of the CP and the three
+ * constant text rows. qtts_talker_state is one request's mutable timeline:
+ * the talker KV cache (preallocated for max_pos positions), the CP KV cache
+ * and all scratch. Several states can share one weights object.
+ *
+ * Determinism: every row goes through the same per-row code whether it is
+ * processed alone (step), in a prefill chunk, or (later) in a batch, so the
+ * bits do not depend on how rows are grouped.
+ */
+#ifndef QTTS_TALKER_H
+#define QTTS_TALKER_H
+
+#include "../base/base.h"
+#include "../io/config.h"
+#include "../io/safetensors.h"
+#include "../kernels/kernels.h"
+#include "sampling.h"
+
+/* One decoder layer. D = stack width, I = inter, nh/nkv heads, hd head dim. */
+typedef struct {
+    qtts_mat q, k, v, o;      /* [nh*hd, D], [nkv*hd, D], [nkv*hd, D], [D, nh*hd] */
+    qtts_mat gate, up, down;  /* [I, D], [I, D], [D, I] */
+    float *attn_norm;         /* [D]  input_layernorm */
+    float *mlp_norm;          /* [D]  post_attention_layernorm */
+    float *q_norm, *k_norm;   /* [hd] */
+} qtts_layer_weights;
+
+/* A decoder stack (talker or CP). */
+typedef struct {
+    int dim, inter, n_layers, n_heads, n_kv, head_dim;
+    float eps;
+    double theta;
+    qtts_layer_weights *layers;  /* [n_layers] */
+    float *norm;                 /* [dim] final norm */
+} qtts_stack_weights;
+
+typedef struct {
+    int hidden;       /* H */
+    int text_hidden;  /* T */
+    int text_vocab;
+    int vocab;        /* V: talker codec vocabulary */
+    int n_groups;     /* G: codebooks per frame */
+    int cp_vocab;     /* Vc: entries per CP codebook */
+
+    qtts_stack_weights talker, cp;
+
+    qtts_mat text_embedding;       /* [text_vocab, T] */
+    qtts_mat text_fc1, text_fc2;   /* [T, T], [H, T] */
+    float *text_fc1_b, *text_fc2_b;/* [T], [H] */
+    qtts_mat codec_embedding;      /* [V, H]   E */
+    qtts_mat codec_head;           /* [V, H] */
+
+    qtts_mat *cp_embedding;        /* [G-1] of [Vc, H]: entry j embeds codebook j+1 */
+    qtts_mat *cp_head;             /* [G-1] of [Vc, C]: entry j predicts codebook j+1 */
+    bool has_mtp;                  /* small_to_mtp_projection present (C != H) */
+    qtts_mat mtp;                  /* [C, H] */
+    float *mtp_b;                  /* [C] */
+
+    float *cp_cos, *cp_sin;        /* [G, hd/2] CP RoPE table (positions 0..G-1) */
+    float *p_pad, *p_bos, *p_eos;  /* [H] P(tts_pad), P(tts_bos), P(tts_eos) */
+} qtts_talker_weights;
+
+/* Bind and shape-check every talker/CP tensor of the set against cfg
+ * (BF16 or F32 matrices). Fails with QTTS_ERR_FORMAT naming the tensor when
+ * one is missing or mis-shaped, or when small_to_mtp_projection is present
+ * iff C == H does not hold. */
+qtts_status qtts_talker_load(const qtts_config *cfg, const qtts_st_set *st,
+                             qtts_talker_weights **out, qtts_err *err);
+void qtts_talker_free(qtts_talker_weights *w);  /* NULL ok */
+
+typedef struct qtts_talker_state qtts_talker_state;
+
+/* A state whose talker KV cache holds max_pos positions (prefill length +
+ * generated steps). Memory: layers * 2 * nkv * hd * 4 bytes per position. */
+qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
+                                  qtts_talker_state **out, qtts_err *err);
+void qtts_talker_state_free(qtts_talker_state *st);  /* NULL ok */
+int qtts_talker_state_max_pos(const qtts_talker_state *st);
+int qtts_talker_state_pos(const qtts_talker_state *st);  /* positions filled */
+
+/* P(id) for n text ids: out[n, H]. QTTS_ERR_INVALID on an id outside the
+ * text vocabulary. */
+qtts_status qtts_talker_text_proj(const qtts_talker_weights *w, const int32_t *ids, int n,
+                                  float *out, qtts_err *err);
+
+/* out[H] = E(id), the talker codec embedding row (id < V). */
+void qtts_talker_codec_row(const qtts_talker_weights *w, int id, float *out);
+
+/* out[H] = E(codes[0]) + sum_{i=1..G-1} E_i(codes[i]), summed in that order.
+ * codes[0] < V, codes[i] < Vc (asserted). */
+void qtts_talker_codec_sum(const qtts_talker_weights *w, const int32_t *codes, float *out);
+
+/* Reset the state and run the talker on embeds[L, H] at positions 0..L-1.
+ * logits[V] and hidden[H] (final-normed) belong to the last position.
+ * QTTS_ERR_LIMIT if L > max_pos. */
+qtts_status qtts_talker_prefill(const qtts_talker_weights *w, qtts_talker_state *st,
+                                const float *embeds, int L, float *logits, float *hidden,
+                                qtts_err *err);
+
+/* One talker position: x[H] at position pos(st), then pos(st) += 1. */
+qtts_status qtts_talker_step(const qtts_talker_weights *w, qtts_talker_state *st,
+                             const float *x, float *logits, float *hidden, qtts_err *err);
+
+/* The CP for one frame: given the talker hidden[H] that produced c0 and c0
+ * itself, produce codes_out[G-1] = c1..c15 (sampled with sp; greedy when
+ * !sp->do_sample). cp_logits_out, if not NULL, receives the raw logits of
+ * the G-1 steps [G-1, Vc]. QTTS_ERR_NUMERIC on a non-finite logit. */
+qtts_status qtts_cp_frame(const qtts_talker_weights *w, qtts_talker_state *st,
+                          const float *hidden, int c0, const qtts_sampler_params *sp,
+                          qtts_rng *rng, int32_t *codes_out, float *cp_logits_out,
+                          qtts_err *err);
+
+/* true iff all n values are finite. */
+bool qtts_all_finite(const float *x, size_t n);
+
+#endif
