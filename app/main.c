@@ -336,6 +336,7 @@ static int cmd_synth(int argc, char **argv) {
     }
     if (sink.progress) fputc('\n', stderr);
     if (st) die("%s", err.msg);
+    if (res.warning[0]) fprintf(stderr, "qwen3-tts: warning: %s\n", res.warning);
 
     if (!raw && qtts_write_wav(out, sink.pcm, sink.n, QTTS_SAMPLE_RATE, f32, &err))
         die("%s", err.msg);

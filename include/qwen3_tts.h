@@ -132,6 +132,8 @@ typedef struct {
     bool hit_eos;               /* false when max_new_tokens ended it */
     size_t n_samples;           /* PCM samples produced */
     double seconds_total;
+    char warning[256];          /* non-empty when an input was ignored, e.g. instruct
+                                   on a model that does not take one (as the reference) */
 } qtts_result;
 
 /* Synthesizes req on session s. result may be NULL. */

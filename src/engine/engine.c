@@ -1,0 +1,486 @@
+/*
+ * engine.c - the public API (include/qwen3_tts.h) on top of the stages.
+ *
+ * The engine is the only code that knows every stage:
+ *
+ *   text --tokenizer--> template ids --prompt--> prefill rows [L,H] + trailing text rows
+ *        --generate (talker + code predictor + sampling)--> frames [F,16]
+ *        --codec decoder (300-frame windows, 25 frames of left context)--> PCM 24 kHz
+ *
+ * qtts_engine holds what is loaded once and never changes (config, mapped
+ * weights, tokenizer, the codec decoder); qtts_session holds one request's
+ * mutable state (the talker/code-predictor KV caches, the frame buffer and
+ * decode scratch) and is reused across requests.
+ *
+ * Audio is delivered while generation runs: as soon as a 300-frame window of
+ * the reference's chunked decode is complete it is decoded and handed to
+ * on_audio, and the rest follows at the end, so the concatenated output is
+ * exactly the reference's whole-utterance decode.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "io/config.h"
+#include "io/safetensors.h"
+#include "io/wav.h"
+#include "model/codec_decoder.h"
+#include "model/generate.h"
+#include "model/prompt.h"
+#include "model/talker.h"
+#include "model/tokenizer.h"
+
+/* Text longer than this is refused before tokenization (about 30 minutes of
+ * speech); callers with tighter budgets (the server) check their own. */
+#define QTTS_MAX_TEXT_BYTES (64u * 1024u)
+#define QTTS_MAX_INSTRUCT_BYTES (16u * 1024u)
+
+struct qtts_engine {
+    char *dir;
+    qtts_config cfg;
+    qtts_st_set *weights;          /* model.safetensors (mapped) */
+    qtts_tokenizer *tok;
+    qtts_talker_weights *talker;
+    qtts_codec_decoder *codec;
+    int n_threads;
+};
+
+struct qtts_session {
+    const qtts_engine *eng;
+    qtts_talker_state *ts;
+    int32_t *frames;               /* [cap_frames, 16] codes generated so far */
+    int cap_frames;
+    float *wav;                    /* decode scratch, one window */
+    size_t cap_wav;
+};
+
+void qtts_engine_options_init(qtts_engine_options *o) {
+    memset(o, 0, sizeof *o);
+    o->backend = "cpu";
+}
+
+qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, qtts_engine **out,
+                             qtts_err *err) {
+    *out = NULL;
+    qtts_engine_options defaults;
+    if (!opts) {
+        qtts_engine_options_init(&defaults);
+        opts = &defaults;
+    }
+    if (!dir || !*dir) return qtts_fail(err, QTTS_ERR_INVALID, "no model directory given");
+    if (opts->backend && strcmp(opts->backend, "cpu") != 0)
+        return qtts_fail(err, QTTS_ERR_UNSUPPORTED,
+                         "backend '%s' is not available in this build (available: cpu)",
+                         opts->backend);
+    qtts_engine *e = qtts_calloc(1, sizeof *e);
+    if (!e) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
+    qtts_status st;
+    e->n_threads = opts->n_threads;
+    if (!(e->dir = qtts_strdup(dir))) {
+        st = qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((st = qtts_config_load(dir, &e->cfg, err))) goto fail;
+    if ((st = qtts_st_set_open(dir, "model", &e->weights, err))) goto fail;
+    if ((st = qtts_tokenizer_load(dir, &e->tok, err))) goto fail;
+    if ((st = qtts_talker_load(&e->cfg, e->weights, &e->talker, err))) goto fail;
+    if ((st = qtts_codec_decoder_load(dir, &e->cfg, &e->codec, err))) goto fail;
+    *out = e;
+    return QTTS_OK;
+fail:
+    qtts_engine_close(e);
+    return st;
+}
+
+void qtts_engine_close(qtts_engine *e) {
+    if (!e) return;
+    qtts_codec_decoder_free(e->codec);
+    qtts_talker_free(e->talker);
+    qtts_tokenizer_free(e->tok);
+    qtts_st_set_close(e->weights);
+    qtts_free(e->dir);
+    qtts_free(e);
+}
+
+void qtts_engine_info(const qtts_engine *e, qtts_model_info *info) {
+    memset(info, 0, sizeof *info);
+    const qtts_config *c = &e->cfg;
+    info->kind = c->model_type == QTTS_MODEL_CUSTOM_VOICE   ? QTTS_KIND_CUSTOM_VOICE
+                 : c->model_type == QTTS_MODEL_VOICE_DESIGN ? QTTS_KIND_VOICE_DESIGN
+                                                            : QTTS_KIND_BASE;
+    info->size = c->model_size;
+    info->n_speakers = c->n_speakers;
+    info->n_languages = 0;
+    for (int i = 0; i < c->n_langs; i++)
+        if (!strstr(c->langs[i].name, "dialect")) info->n_languages++;
+    info->hidden = c->talker.hidden;
+    info->honours_instruct = qtts_prompt_instruct_honoured(c);
+}
+
+const char *qtts_engine_speaker(const qtts_engine *e, int i) {
+    return i >= 0 && i < e->cfg.n_speakers ? e->cfg.speakers[i].name : NULL;
+}
+
+/* The user-facing languages are the codec languages minus the dialect keys
+ * (which are reached through a dialect speaker), as the reference lists them. */
+const char *qtts_engine_language(const qtts_engine *e, int i) {
+    for (int k = 0; k < e->cfg.n_langs; k++) {
+        if (strstr(e->cfg.langs[k].name, "dialect")) continue;
+        if (i-- == 0) return e->cfg.langs[k].name;
+    }
+    return NULL;
+}
+
+/* ==== sessions ========================================================== */
+
+qtts_session *qtts_session_new(const qtts_engine *e, qtts_err *err) {
+    qtts_session *s = qtts_calloc(1, sizeof *s);
+    if (!s) {
+        qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    s->eng = e;
+    return s;
+}
+
+void qtts_session_free(qtts_session *s) {
+    if (!s) return;
+    qtts_talker_state_free(s->ts);
+    qtts_free(s->frames);
+    qtts_free(s->wav);
+    qtts_free(s);
+}
+
+/* Make sure the talker state holds max_pos positions (KV memory is reserved
+ * up front but only touched as positions fill). */
+static qtts_status ensure_state(qtts_session *s, int max_pos, qtts_err *err) {
+    if (s->ts && qtts_talker_state_max_pos(s->ts) >= max_pos) return QTTS_OK;
+    qtts_talker_state_free(s->ts);
+    s->ts = NULL;
+    return qtts_talker_state_new(s->eng->talker, max_pos, &s->ts, err);
+}
+
+static qtts_status ensure_wav(qtts_session *s, size_t n, qtts_err *err) {
+    if (n <= s->cap_wav) return QTTS_OK;
+    float *p = qtts_realloc(s->wav, n * sizeof(float));
+    if (!p) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory (%zu audio samples)", n);
+    s->wav = p;
+    s->cap_wav = n;
+    return QTTS_OK;
+}
+
+/* ==== chunked decode, delivered incrementally ============================ */
+
+/* Decodes window [start, end) of frames[] exactly as the reference's
+ * chunked_decode does (25 frames of left context when start > 25, else
+ * all frames from 0) and passes the kept samples to cb. */
+static qtts_status decode_chunk(qtts_session *s, const int32_t *frames, int start, int end,
+                                qtts_audio_cb cb, void *user, size_t *n_out, qtts_err *err) {
+    const qtts_codec_decoder *d = s->eng->codec;
+    const int up = d->upsample;
+    int ctx = start - QTTS_CODEC_LEFT_CONTEXT > 0 ? QTTS_CODEC_LEFT_CONTEXT : start;
+    int T = end - start + ctx;
+    qtts_status st = ensure_wav(s, (size_t)T * up, err);
+    if (st) return st;
+    st = qtts_codec_decode_window(d, frames + (size_t)(start - ctx) * QTTS_NUM_CODEBOOKS, T, s->wav,
+                                  NULL, err);
+    if (st) return st;
+    size_t n = (size_t)(end - start) * up;
+    const float *pcm = s->wav + (size_t)ctx * up;
+    if (!qtts_all_finite(pcm, n))
+        return qtts_fail(err, QTTS_ERR_NUMERIC, "the codec decoder produced non-finite samples");
+    if (n_out) *n_out += n;
+    if (cb && cb(user, pcm, n)) return qtts_fail(err, QTTS_ERR_CANCELLED, "cancelled by the caller");
+    return QTTS_OK;
+}
+
+qtts_status qtts_decode_codes(qtts_session *s, const int32_t *codes, int n_frames,
+                              qtts_audio_cb on_audio, void *user, qtts_err *err) {
+    if (!codes || n_frames <= 0) return qtts_fail(err, QTTS_ERR_INVALID, "no codes to decode");
+    const int cb = s->eng->cfg.codec.codebook_size;
+    for (size_t i = 0; i < (size_t)n_frames * QTTS_NUM_CODEBOOKS; i++)
+        if (codes[i] < 0 || codes[i] >= cb)
+            return qtts_fail(err, QTTS_ERR_INVALID,
+                             "code %d at frame %zu, codebook %zu is outside [0, %d)", codes[i],
+                             i / QTTS_NUM_CODEBOOKS, i % QTTS_NUM_CODEBOOKS, cb);
+    for (int start = 0; start < n_frames; start += QTTS_CODEC_CHUNK) {
+        int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, n_frames);
+        qtts_status st = decode_chunk(s, codes, start, end, on_audio, user, NULL, err);
+        if (st) return st;
+    }
+    return QTTS_OK;
+}
+
+/* ==== synthesis =========================================================== */
+
+void qtts_request_init(qtts_request *r) {
+    memset(r, 0, sizeof *r);
+    r->do_sample = -1;
+    r->top_k = -1;
+    r->top_p = -1;
+    r->temperature = -1;
+    r->repetition_penalty = -1;
+    r->subtalker_do_sample = -1;
+    r->subtalker_top_k = -1;
+    r->subtalker_top_p = -1;
+    r->subtalker_temperature = -1;
+    r->max_new_tokens = -1;
+}
+
+typedef struct {
+    qtts_session *s;
+    const qtts_request *req;
+    int n_frames;
+    int decoded;          /* frames already decoded and delivered */
+    size_t n_samples;
+    qtts_status decode_status;
+    qtts_err *err;
+} synth_run;
+
+static int on_gen_frame(void *user, int frame, const int32_t *codes) {
+    synth_run *r = user;
+    qtts_session *s = r->s;
+    if (frame >= s->cap_frames) {
+        int cap = s->cap_frames ? s->cap_frames * 2 : 512;
+        int32_t *p = qtts_realloc(s->frames, (size_t)cap * QTTS_NUM_CODEBOOKS * sizeof(int32_t));
+        if (!p) {
+            r->decode_status = qtts_fail(r->err, QTTS_ERR_NOMEM, "out of memory (frames)");
+            return 1;
+        }
+        s->frames = p;
+        s->cap_frames = cap;
+    }
+    memcpy(s->frames + (size_t)frame * QTTS_NUM_CODEBOOKS, codes,
+           QTTS_NUM_CODEBOOKS * sizeof(int32_t));
+    r->n_frames = frame + 1;
+    if (r->req->on_frame && r->req->on_frame(r->req->user, frame, codes)) {
+        r->decode_status = qtts_fail(r->err, QTTS_ERR_CANCELLED, "cancelled by the caller");
+        return 1;
+    }
+    /* A 300-frame window is final once its last frame exists. */
+    if (r->n_frames - r->decoded == QTTS_CODEC_CHUNK) {
+        r->decode_status = decode_chunk(s, s->frames, r->decoded, r->n_frames, r->req->on_audio,
+                                        r->req->user, &r->n_samples, r->err);
+        r->decoded = r->n_frames;
+        if (r->decode_status) return 1;
+    }
+    return 0;
+}
+
+static bool blank(const char *s) {
+    for (; *s; s++)
+        if (!isspace((unsigned char)*s)) return false;
+    return true;
+}
+
+static qtts_status tokenize_template(const qtts_engine *e, char *tmpl, int32_t **ids, int *n,
+                                     qtts_err *err) {
+    if (!tmpl) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
+    size_t nn = 0;
+    qtts_status st = qtts_tokenizer_encode(e->tok, tmpl, strlen(tmpl), ids, &nn, err);
+    qtts_free(tmpl);
+    *n = (int)nn;
+    return st;
+}
+
+/* Overlay the request's sampling choices on the model defaults. */
+static qtts_status gen_params_from_request(const qtts_engine *e, const qtts_request *q,
+                                           qtts_gen_params *gp, qtts_err *err) {
+    qtts_gen_params_default(&e->cfg, gp);
+    if (q->do_sample >= 0) gp->talker.do_sample = q->do_sample != 0;
+    if (q->top_k >= 0) gp->talker.top_k = q->top_k;
+    if (q->top_p >= 0) gp->talker.top_p = q->top_p;
+    if (q->temperature >= 0) gp->talker.temperature = q->temperature;
+    if (q->repetition_penalty >= 0) gp->rules.repetition_penalty = q->repetition_penalty;
+    if (q->subtalker_do_sample >= 0) gp->cp.do_sample = q->subtalker_do_sample != 0;
+    if (q->subtalker_top_k >= 0) gp->cp.top_k = q->subtalker_top_k;
+    if (q->subtalker_top_p >= 0) gp->cp.top_p = q->subtalker_top_p;
+    if (q->subtalker_temperature >= 0) gp->cp.temperature = q->subtalker_temperature;
+    if (q->max_new_tokens >= 0) gp->max_new_tokens = q->max_new_tokens;
+    gp->seed = q->seed;
+    if (!(gp->talker.temperature > 0) || !(gp->cp.temperature > 0))
+        return qtts_fail(err, QTTS_ERR_INVALID, "temperature must be > 0");
+    if (!(gp->talker.top_p > 0 && gp->talker.top_p <= 1) || !(gp->cp.top_p > 0 && gp->cp.top_p <= 1))
+        return qtts_fail(err, QTTS_ERR_INVALID, "top_p must be in (0, 1]");
+    if (!(gp->rules.repetition_penalty > 0))
+        return qtts_fail(err, QTTS_ERR_INVALID, "repetition_penalty must be > 0");
+    if (gp->max_new_tokens < 1 || gp->max_new_tokens > (1 << 20))
+        return qtts_fail(err, QTTS_ERR_INVALID, "max_new_tokens must be in [1, %d]", 1 << 20);
+    return QTTS_OK;
+}
+
+qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_result *result,
+                            qtts_err *err) {
+    const qtts_engine *e = s->eng;
+    const qtts_config *cfg = &e->cfg;
+    double t0 = qtts_now();
+    if (result) memset(result, 0, sizeof *result);
+
+    if (!req->text) return qtts_fail(err, QTTS_ERR_INVALID, "no text given");
+    size_t text_len = strlen(req->text);
+    if (text_len > QTTS_MAX_TEXT_BYTES)
+        return qtts_fail(err, QTTS_ERR_LIMIT, "text is %zu bytes, over the %u-byte limit", text_len,
+                         QTTS_MAX_TEXT_BYTES);
+    if (blank(req->text)) return qtts_fail(err, QTTS_ERR_INVALID, "text is empty");
+
+    const char *instruct = req->instruct && *req->instruct ? req->instruct : NULL;
+    if (instruct && strlen(instruct) > QTTS_MAX_INSTRUCT_BYTES)
+        return qtts_fail(err, QTTS_ERR_LIMIT, "instruct is over the %u-byte limit",
+                         QTTS_MAX_INSTRUCT_BYTES);
+    const char *speaker = req->speaker && *req->speaker ? req->speaker : NULL;
+    bool non_streaming;
+    switch (cfg->model_type) {
+    case QTTS_MODEL_CUSTOM_VOICE:
+        if (!speaker) {
+            char list[QTTS_ERR_MAX / 2] = "";
+            for (int i = 0; i < cfg->n_speakers; i++) {
+                size_t l = strlen(list);
+                snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", cfg->speakers[i].name);
+            }
+            return qtts_fail(err, QTTS_ERR_INVALID,
+                             "this CustomVoice model needs a speaker (one of: %s)", list);
+        }
+        /* The reference drops instruct on the 0.6B CustomVoice model. */
+        if (instruct && !qtts_prompt_instruct_honoured(cfg)) {
+            if (result)
+                snprintf(result->warning, sizeof result->warning,
+                         "this model ignores instruct (as the reference does); it was not used");
+            instruct = NULL;
+        }
+        non_streaming = true;
+        break;
+    case QTTS_MODEL_VOICE_DESIGN:
+        if (speaker)
+            return qtts_fail(err, QTTS_ERR_INVALID,
+                             "VoiceDesign models have no preset speakers; describe the voice "
+                             "with instruct instead");
+        non_streaming = true;
+        break;
+    case QTTS_MODEL_BASE:
+    default:
+        return qtts_fail(err, QTTS_ERR_UNSUPPORTED,
+                         "Base models clone a voice from reference audio, which this build does "
+                         "not support yet");
+    }
+    if (req->text_mode == QTTS_TEXT_MODE_STREAMING) non_streaming = false;
+    if (req->text_mode == QTTS_TEXT_MODE_NON_STREAMING) non_streaming = true;
+
+    qtts_gen_params gp;
+    qtts_status st = gen_params_from_request(e, req, &gp, err);
+    if (st) return st;
+
+    int32_t *ids = NULL, *instr_ids = NULL;
+    int n_ids = 0, n_instr = 0;
+    qtts_prompt prompt = {0};
+    synth_run run = {.s = s, .req = req, .err = err};
+    qtts_gen_result gres = {0};
+
+    st = tokenize_template(e, qtts_prompt_text_template(req->text), &ids, &n_ids, err);
+    if (st) goto done;
+    if (instruct) {
+        st = tokenize_template(e, qtts_prompt_instruct_template(instruct), &instr_ids, &n_instr, err);
+        if (st) goto done;
+    }
+    qtts_prompt_spec spec = {
+        .input_ids = ids,
+        .n_input = n_ids,
+        .instruct_ids = instr_ids,
+        .n_instruct = n_instr,
+        .language = req->language,
+        .speaker = speaker,
+        .non_streaming = non_streaming,
+    };
+    st = qtts_prompt_build(e->talker, cfg, &spec, &prompt, err);
+    if (st) goto done;
+    st = ensure_state(s, prompt.len + gp.max_new_tokens, err);
+    if (st) goto done;
+
+    st = qtts_generate(e->talker, s->ts, &prompt, &gp, on_gen_frame, &run, NULL, &gres, err);
+    if (run.decode_status) st = run.decode_status;
+    if (st) goto done;
+    if (run.n_frames > run.decoded) {
+        st = decode_chunk(s, s->frames, run.decoded, run.n_frames, req->on_audio, req->user,
+                          &run.n_samples, err);
+        if (st) goto done;
+    }
+    if (result) {
+        result->n_frames = gres.n_frames;
+        result->hit_eos = gres.stopped_by_eos;
+        result->n_samples = run.n_samples;
+        result->seconds_total = qtts_now() - t0;
+    }
+done:
+    qtts_prompt_free(&prompt);
+    qtts_free(ids);
+    qtts_free(instr_ids);
+    return st;
+}
+
+/* ==== misc ================================================================= */
+
+qtts_status qtts_write_wav(const char *path, const float *pcm, size_t n, int sample_rate,
+                           bool float32, qtts_err *err) {
+    return qtts_wav_write(path, pcm, n, 1, sample_rate, float32 ? QTTS_WAV_F32 : QTTS_WAV_S16, err);
+}
+
+static void emitf(void (*line)(void *, const char *), void *user, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void emitf(void (*line)(void *, const char *), void *user, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    line(user, buf);
+}
+
+static void list_set(const qtts_st_set *set, const char *label,
+                     void (*line)(void *, const char *), void *user) {
+    size_t n = qtts_st_set_count(set);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += qtts_st_set_at(set, i)->nbytes;
+    emitf(line, user, "%s: %zu tensors, %.1f MB", label, n, bytes / 1e6);
+    for (size_t i = 0; i < n; i++) {
+        const qtts_tensor *t = qtts_st_set_at(set, i);
+        char shape[160] = "";
+        for (int d = 0; d < t->rank; d++) {
+            size_t l = strlen(shape);
+            snprintf(shape + l, sizeof shape - l, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        }
+        emitf(line, user, "  %-72s %-5s [%s]", t->name, qtts_dtype_name(t->dtype), shape);
+    }
+}
+
+qtts_status qtts_inspect(const char *dir, void (*line)(void *, const char *), void *user,
+                         qtts_err *err) {
+    qtts_config cfg;
+    qtts_status st = qtts_config_load(dir, &cfg, err);
+    if (st) return st;
+    static const char *kinds[] = {"custom_voice", "voice_design", "base"};
+    emitf(line, user, "model: %s, type %s, size %s", dir, kinds[cfg.model_type], cfg.model_size);
+    emitf(line, user, "talker: hidden %d, inter %d, layers %d, heads %d/%d x %d, text %d->%d",
+          cfg.talker.hidden, cfg.talker.inter, cfg.talker.layers, cfg.talker.heads,
+          cfg.talker.kv_heads, cfg.talker.head_dim, cfg.text_vocab, cfg.text_hidden);
+    emitf(line, user, "code predictor: hidden %d, inter %d, layers %d, heads %d/%d x %d",
+          cfg.cp.hidden, cfg.cp.inter, cfg.cp.layers, cfg.cp.heads, cfg.cp.kv_heads,
+          cfg.cp.head_dim);
+    for (int i = 0; i < cfg.n_speakers; i++)
+        emitf(line, user, "speaker %s (codec id %d)%s%s", cfg.speakers[i].name,
+              cfg.speakers[i].id, cfg.speakers[i].dialect[0] ? ", dialect " : "",
+              cfg.speakers[i].dialect);
+    for (int i = 0; i < cfg.n_langs; i++)
+        emitf(line, user, "language %s (codec id %d)", cfg.langs[i].name, cfg.langs[i].id);
+    qtts_st_set *set = NULL;
+    if ((st = qtts_st_set_open(dir, "model", &set, err))) return st;
+    list_set(set, "model.safetensors", line, user);
+    qtts_st_set_close(set);
+    char sub[4096];
+    if (!qtts_path_join(sub, sizeof sub, dir, "speech_tokenizer"))
+        return qtts_fail(err, QTTS_ERR_INVALID, "model path too long");
+    if ((st = qtts_st_set_open(sub, "model", &set, err))) return st;
+    list_set(set, "speech_tokenizer/model.safetensors", line, user);
+    qtts_st_set_close(set);
+    return QTTS_OK;
+}
