@@ -8,7 +8,11 @@
  * never a silent default) and is range-checked here, once: sizes in
  * [1, 1<<20], head_dim*heads consistent, ids inside their vocabularies,
  * kv heads dividing heads, etc. Unknown keys are ignored (real files carry
- * dozens of legacy generation fields).
+ * dozens of legacy generation fields). Across files, the codec's
+ * num_quantizers must equal num_code_groups and its codebook_size the code
+ * predictor's vocab_size. Language and speaker names must be unique
+ * ignoring ASCII case. Errors read "<path>: <key path>: <rule>", e.g.
+ * "<dir>/config.json: talker_config.head_dim: missing".
  */
 #ifndef QTTS_CONFIG_H
 #define QTTS_CONFIG_H
@@ -67,9 +71,10 @@ typedef struct {
     qtts_stack_config cp;
 
     /* speaker_encoder_config (Base only; has_speaker_encoder false otherwise).
-     * Missing fields take the reference's class defaults, which is how the
-     * shipped files are meant to be read (they carry only enc_dim and
-     * sample_rate). */
+     * The object must be present; missing fields in it take the reference's
+     * class defaults, which is how the shipped files are meant to be read
+     * (they carry only enc_dim and sample_rate). enc_dim must equal
+     * talker.hidden. */
     bool has_speaker_encoder;
     int spk_enc_dim, spk_sample_rate, spk_mel_dim;
     int spk_channels[5], spk_kernels[5], spk_dilations[5];

@@ -65,7 +65,9 @@ qtts_status qtts_st_set_open(const char *dir, const char *stem, qtts_st_set **ou
 void qtts_st_set_close(qtts_st_set *s);           /* NULL ok */
 const qtts_tensor *qtts_st_set_find(const qtts_st_set *s, const char *name);
 size_t qtts_st_set_count(const qtts_st_set *s);
-const qtts_tensor *qtts_st_set_at(const qtts_st_set *s, size_t i);
+const qtts_tensor *qtts_st_set_at(const qtts_st_set *s, size_t i);   /* sorted by name */
+/* The file that was opened: the single .safetensors or the .index.json. */
+const char *qtts_st_set_path(const qtts_st_set *s);
 
 /* Look up a tensor that must exist with the given dtype (or any dtype when
  * dtype_mask is 0; else a bit mask of 1u<<qtts_dtype) and shape; dims
@@ -74,7 +76,9 @@ const qtts_tensor *qtts_st_set_at(const qtts_st_set *s, size_t i);
 const qtts_tensor *qtts_st_expect(const qtts_st_set *s, const char *name, unsigned dtype_mask,
                                   int rank, const int64_t *shape, qtts_err *err);
 
-/* Convenience: copy/convert a tensor's elements to f32 (F32/F16/BF16 only). */
+/* Convenience: copy/convert a tensor's elements to f32 (F32/F16/BF16 only;
+ * any other dtype is a programmer error). Tensor data need not be aligned:
+ * the reader only guarantees what the file's layout gives. */
 void qtts_tensor_to_f32(const qtts_tensor *t, float *out);
 
 #endif
