@@ -35,7 +35,7 @@
 #define MAX_SIZE (1 << 20)
 #define MAX_LAYERS 256
 #define MAX_HEADS 1024
-#define MAX_CONFIG_BYTES (16u << 20)
+#define MAX_CONFIG_BYTES (1u << 20) /* real files are ~5 KB */
 
 typedef struct {
     const char *file; /* path, for messages */

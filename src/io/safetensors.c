@@ -11,7 +11,8 @@
  *   2. N <= 100,000,000, N >= 2, 8 + N <= size (checked add), all from an
  *      8-byte pread, so nothing is allocated or mapped from a bogus N;
  *   3. map the file PROT_READ/MAP_PRIVATE; header[0] == '{'; header is
- *      valid UTF-8; header is strict JSON (json.h: duplicate keys rejected);
+ *      valid UTF-8; header is strict JSON (json.h: duplicate keys rejected)
+ *      within the caps below (tensor count, array and string sizes);
  *   4. per entry, in document order: exactly the fields dtype/shape/
  *      data_offsets; dtype in the whitelist; rank <= 8; dims and offsets
  *      non-negative integers < 2^53; begin <= end; numel and nbytes by
@@ -46,7 +47,16 @@
 #define ST_MAX_HEADER 100000000ull   /* the reference reader's HeaderTooLarge */
 #define ST_MAX_INT ((uint64_t)1 << 53) /* dims and offsets must be below this */
 #define ST_MAX_SHARDS 256
-#define ST_MAX_INDEX_BYTES (64u << 20)
+#define ST_MAX_INDEX_BYTES (8u << 20)
+/* Parse-time caps for the header JSON. A hostile 100 MB header could
+ * otherwise describe millions of tensors and cost gigabytes of parse tree;
+ * each entry costs about 1 KB parsed, so 16384 tensors stay near 16 MB.
+ * Real files hold hundreds (Qwen3-TTS: at most 496). Shapes need at most
+ * QTTS_MAX_RANK items, so arrays are capped just above it, which keeps the
+ * explicit "rank N exceeds" message for slightly-too-long shapes. */
+#define ST_MAX_TENSORS 16384
+#define ST_MAX_ARRAY 16
+#define ST_MAX_STRING (64u << 10)
 
 struct qtts_st_file {
     char *path;
@@ -224,6 +234,9 @@ static qtts_status parse_header(qtts_st_file *f, const char *hdr, size_t n, qtts
                          path, bad);
     qtts_json_limits lim = qtts_json_limits_files();
     lim.max_depth = 3; /* root { entry { shape [ ] } } */
+    lim.max_keys = ST_MAX_TENSORS + 1; /* + __metadata__ */
+    lim.max_items = ST_MAX_ARRAY;
+    lim.max_string_len = ST_MAX_STRING;
     char what[600];
     snprintf(what, sizeof what, "%s: header JSON", path);
     qtts_err jerr = {0};

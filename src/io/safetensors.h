@@ -10,7 +10,8 @@
  * offsets non-negative integers < 2^53; numel*elsize computed with overflow
  * checks and equal to end-begin; after sorting by begin, the ranges tile
  * the data area exactly (no overlap, no gap) and end at EOF (no trailing
- * bytes). "__metadata__" must be an object of string values.
+ * bytes). "__metadata__" must be an object of string values. Parse-time
+ * caps: at most 16384 tensors per file, strings of at most 64 KiB.
  * Every error is one line: "<path>: <rule broken> (<detail>)".
  *
  * The file is mapped PROT_READ/MAP_PRIVATE and the fd kept open for the

@@ -266,6 +266,8 @@ static const st_case st_cases[] = {
     {"dtype_not_string", "{\"t\":{\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]}}", 0, 4,
      "dtype must be a string", QTTS_ERR_FORMAT},
     {"rank_9", T1("U8", "[1,1,1,1,1,1,1,1,1]", "0", "1"), 0, 1, "rank 9", QTTS_ERR_FORMAT},
+    {"rank_17", T1("U8", "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]", "0", "1"), 0, 1, "too many items",
+     QTTS_ERR_FORMAT},
     {"byte_count_mismatch", T1("F32", "[3]", "0", "8"), 0, 8, "byte count mismatch", QTTS_ERR_FORMAT},
     {"byte_count_mismatch_big", T1("F32", "[3]", "0", "16"), 0, 16, "byte count mismatch",
      QTTS_ERR_FORMAT},
@@ -331,6 +333,34 @@ static void test_hostile_files(void) {
         uint64_t n_decl = !strcmp(c->name, "n_zero") ? 0 : c->n ? c->n : hl;
         write_st_n(p, n_decl, c->header, hl, NULL, c->data_len);
         check_reject(p, c->status, c->keyword, c->name);
+    }
+}
+
+/* 16384 tensors (plus __metadata__) is the cap; one more is refused while
+ * parsing, before the tree grows further. */
+static void test_tensor_count_cap(void) {
+    for (int n = 16384; n <= 16385; n++) {
+        size_t cap = (size_t)n * 64 + 64, len = 0;
+        char *h = malloc(cap);
+        REQUIRE(h, "malloc");
+        len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
+        for (int i = 0; i < n; i++)
+            len += (size_t)snprintf(h + len, cap - len,
+                                    ",\"t%05d\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}", i);
+        len += (size_t)snprintf(h + len, cap - len, "}");
+        char p[256];
+        path_of(p, sizeof p, "many.safetensors");
+        write_st(p, h, NULL, 0);
+        free(h);
+        if (n == 16384) {
+            qtts_st_file *f = NULL;
+            qtts_err err = {0};
+            qtts_status st = qtts_st_open(p, &f, &err);
+            CHECK(st == QTTS_OK && qtts_st_count(f) == 16384, "16384 tensors: %s", err.msg);
+            qtts_st_close(f);
+        } else {
+            check_reject(p, QTTS_ERR_FORMAT, "too many keys", "16385 tensors");
+        }
     }
 }
 
@@ -931,6 +961,7 @@ int main(void) {
     TEST_RUN(test_zero_tensor_files);
     TEST_RUN(test_unsorted_and_zero_size_reuse_accepted);
     TEST_RUN(test_hostile_files);
+    TEST_RUN(test_tensor_count_cap);
     TEST_RUN(test_short_and_odd_files);
     TEST_RUN(test_truncations);
     TEST_RUN(test_mutations);
