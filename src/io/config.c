@@ -21,12 +21,16 @@
  * in [2, 64]; every id inside its vocabulary; names 1..63 bytes without
  * control characters, unique ignoring ASCII case (lookups ignore case);
  * at most QTTS_MAX_LANGS languages and QTTS_MAX_SPEAKERS speakers.
+ * Semantics the engine does not implement are refused rather than ignored:
+ * hidden_act other than silu, rope_scaling other than the default M-RoPE
+ * (whose sections must sum to head_dim/2). Across files, the codec must
+ * consume num_code_groups codes from codebooks of the code predictor's
+ * vocabulary size.
  */
 #include "config.h"
 
 #include "../base/json.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
