@@ -66,4 +66,72 @@ void qtts_add_inplace(float *y, const float *x, size_t n);
 /* Dot product with the same 8-lane accumulation order as qtts_matmul rows. */
 float qtts_dot_f32(const float *a, const float *b, int n);
 
+/* ==== 1-D convolution kernels (conv_ref.c) ================================
+ * Activations here are channel-major: a [C, n] tensor is C rows of n time
+ * samples, row r at x + r*ld (ld >= n). A causal conv reads (taps-1)*dil
+ * columns left of column 0 of each input row: the caller keeps them zero
+ * (the causal left padding), so every input buffer is allocated with that
+ * many leading columns per row.
+ *
+ * A conv is a sum over taps of [cout, cin] x [cin, n] products on shifted
+ * views of the input; weights are packed once at load so that the inner
+ * loop walks them contiguously in blocks of QTTS_CONV_MR output channels.
+ * Accumulation is fp32 in a fixed order (tap-major, then input channel),
+ * independent of n and of where a column sits in the buffer. */
+#define QTTS_CONV_MR 8
+
+typedef struct {
+    int cout, cin, taps, dil;
+    float *w;     /* packed [ceil(cout/MR)][taps][cin][MR], zero rows past cout; owned */
+    float *bias;  /* [cout] owned, or NULL for no bias */
+} qtts_conv1d;
+
+/* Pack a torch Conv1d weight w[cout, cin, taps] (+ bias[cout] or NULL)
+ * with dilation dil. false on allocation failure (c is then empty). */
+bool qtts_conv1d_init(qtts_conv1d *c, const float *w, const float *bias, int cout, int cin,
+                      int taps, int dil);
+
+/* Pack a torch ConvTranspose1d weight w[cin, cout, k] with stride s
+ * (k % s == 0) whose output is trimmed to exactly n*s samples (k - s
+ * dropped on the right) as an equivalent polyphase causal conv with s*cout
+ * outputs and k/s taps: phase p, channel co is output row p*cout + co, and
+ * y[co, m*s + p] = bias[co] + sum_q w[:, co, p + q*s]ᵀ x[:, m - q].
+ * Run it with qtts_conv1d_causal, then qtts_interleave_phases. */
+bool qtts_convtr1d_init(qtts_conv1d *c, const float *w, const float *bias, int cin, int cout,
+                        int k, int s);
+
+void qtts_conv1d_free(qtts_conv1d *c);   /* NULL-safe, idempotent */
+
+/* y[cout, n] = (accumulate ? y : 0) + (bias + sum_k W_k · x[:, t - (taps-1-k)*dil]).
+ * x: [cin, n] with row stride ldx and (taps-1)*dil readable zero columns
+ * before each row; y: row stride ldy; y and x must not overlap. */
+void qtts_conv1d_causal(const qtts_conv1d *c, float *y, size_t ldy, const float *x, size_t ldx,
+                        int n, bool accumulate);
+
+/* y[cout, n*s] (contiguous) from phases ph[s*cout, n] (contiguous):
+ * y[co, m*s + p] = ph[p*cout + co, m]. */
+void qtts_interleave_phases(float *y, const float *ph, int cout, int n, int s);
+
+/* Depthwise causal conv: y[c, t] = bias[c] + sum_k w[c, k] x[c, t - (taps-1-k)*dil]
+ * (torch weight [C, 1, taps]); same padding contract as qtts_conv1d_causal. */
+void qtts_dwconv1d_causal(float *y, size_t ldy, const float *x, size_t ldx, const float *w,
+                          const float *bias, int channels, int taps, int dil, int n);
+
+/* SnakeBeta parameters from the stored log-scale alpha/beta[C]:
+ * ea = exp(alpha), ib = 1 / (exp(beta) + 1e-9), all fp32. */
+void qtts_snake_params(float *ea, float *ib, const float *alpha, const float *beta, int channels);
+
+/* y[c, t] = x + ib[c] * sin(ea[c] * x)^2  (y may alias x when ldy == ldx). */
+void qtts_snake_beta(float *y, size_t ldy, const float *x, size_t ldx, const float *ea,
+                     const float *ib, int channels, int n);
+
+/* LayerNorm over channels of each column of a channel-major [C, n] tensor,
+ * in place: biased variance, then (x - mean) * rsqrt(var + eps) * w + b. */
+void qtts_layernorm_channels(float *x, size_t ld, int channels, int n, const float *w,
+                             const float *b, float eps);
+
+/* out[n, rows] = in[rows, n]ᵀ with the given row strides. */
+void qtts_transpose(float *out, size_t ldo, const float *in, size_t ldi, int rows, int n);
+/* ==== end of 1-D convolution kernels ===================================== */
+
 #endif

@@ -1,0 +1,242 @@
+/*
+ * conv_ref.c - scalar reference 1-D convolution kernels (kernels.h, "1-D
+ * convolution kernels" section) used by the speech-tokenizer decoder.
+ *
+ * Layout: activations are channel-major [C, n] rows with a caller-chosen
+ * row stride; causal left padding is (taps-1)*dil zero columns that the
+ * caller keeps in front of every input row, so no kernel ever branches on
+ * the sequence start.
+ *
+ * qtts_conv1d_causal computes a tile of MR=8 output channels x NR=8 time
+ * samples in local accumulators:
+ *     for tap k:  for ci:  acc[r][j] += Wp[k][ci][r] * x[ci][t0 + j - (taps-1-k)*dil]
+ * The packed weight block of one tile row group ([taps][cin][MR], at most
+ * a few hundred KiB) stays in cache while the tile walks along time; the
+ * inner r x j update is a fixed-size loop the compiler vectorises.
+ * A transposed conv is rewritten at pack time as a polyphase causal conv
+ * (s phases x cout outputs, k/s taps) so it runs through the same tile.
+ * All sums are fp32, tap-major then channel order, identical for a column
+ * whichever tile (full or edge) computes it.
+ */
+#include "kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#define MR QTTS_CONV_MR
+#define NR 8
+
+bool qtts_conv1d_init(qtts_conv1d *c, const float *w, const float *bias, int cout, int cin,
+                      int taps, int dil) {
+    memset(c, 0, sizeof(*c));
+    QTTS_ASSERT(cout > 0 && cin > 0 && taps > 0 && dil > 0);
+    const size_t nblk = (size_t)(cout + MR - 1) / MR;
+    c->w = qtts_aligned_alloc(nblk * (size_t)taps * cin * MR * sizeof(float));
+    if (!c->w) return false;
+    if (bias) {
+        c->bias = qtts_malloc(sizeof(float) * cout);
+        if (!c->bias) {
+            qtts_conv1d_free(c);
+            return false;
+        }
+        memcpy(c->bias, bias, sizeof(float) * cout);
+    }
+    for (size_t b = 0; b < nblk; b++)
+        for (int k = 0; k < taps; k++)
+            for (int ci = 0; ci < cin; ci++)
+                for (int r = 0; r < MR; r++) {
+                    const int co = (int)b * MR + r;
+                    c->w[((b * taps + k) * cin + ci) * MR + r] =
+                        co < cout ? w[((size_t)co * cin + ci) * taps + k] : 0.0f;
+                }
+    c->cout = cout;
+    c->cin = cin;
+    c->taps = taps;
+    c->dil = dil;
+    return true;
+}
+
+bool qtts_convtr1d_init(qtts_conv1d *c, const float *w, const float *bias, int cin, int cout,
+                        int k, int s) {
+    memset(c, 0, sizeof(*c));
+    QTTS_ASSERT(cin > 0 && cout > 0 && s > 0 && k >= s && k % s == 0);
+    const int taps = k / s, rows = s * cout;
+    /* torch-layout conv weight [s*cout, cin, taps] of the polyphase form */
+    float *cw = qtts_malloc(sizeof(float) * (size_t)rows * cin * taps);
+    float *cb = bias ? qtts_malloc(sizeof(float) * (size_t)rows) : NULL;
+    bool ok = cw && (!bias || cb);
+    if (ok) {
+        for (int p = 0; p < s; p++)
+            for (int co = 0; co < cout; co++) {
+                const size_t row = (size_t)p * cout + co;
+                for (int ci = 0; ci < cin; ci++)
+                    for (int kk = 0; kk < taps; kk++) {
+                        const int q = taps - 1 - kk; /* input shift of this tap */
+                        cw[(row * cin + ci) * taps + kk] =
+                            w[((size_t)ci * cout + co) * k + p + (size_t)q * s];
+                    }
+                if (cb) cb[row] = bias[co];
+            }
+        ok = qtts_conv1d_init(c, cw, cb, rows, cin, taps, 1);
+    }
+    qtts_free(cw);
+    qtts_free(cb);
+    return ok;
+}
+
+void qtts_conv1d_free(qtts_conv1d *c) {
+    if (!c) return;
+    qtts_free(c->w);
+    qtts_free(c->bias);
+    memset(c, 0, sizeof(*c));
+}
+
+/* One full MR x NR tile: columns t0..t0+NR-1 of output rows b*MR... */
+static void conv_tile(const float *restrict wp, const float *restrict x, size_t ldx, int cin,
+                      int taps, int dil, float acc[MR][NR]) {
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = 0.0f;
+    for (int k = 0; k < taps; k++) {
+        const float *xk = x - (ptrdiff_t)(taps - 1 - k) * dil;
+        const float *wk = wp + (size_t)k * cin * MR;
+        for (int ci = 0; ci < cin; ci++) {
+            const float *restrict xr = xk + (size_t)ci * ldx;
+            const float *restrict wr = wk + (size_t)ci * MR;
+            for (int r = 0; r < MR; r++)
+                for (int j = 0; j < NR; j++) acc[r][j] += wr[r] * xr[j];
+        }
+    }
+}
+
+/* Edge tile with nr < NR columns (same per-column summation order). */
+static void conv_tile_edge(const float *restrict wp, const float *restrict x, size_t ldx,
+                           int cin, int taps, int dil, int nr, float acc[MR][NR]) {
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = 0.0f;
+    for (int k = 0; k < taps; k++) {
+        const float *xk = x - (ptrdiff_t)(taps - 1 - k) * dil;
+        const float *wk = wp + (size_t)k * cin * MR;
+        for (int ci = 0; ci < cin; ci++) {
+            const float *xr = xk + (size_t)ci * ldx;
+            const float *wr = wk + (size_t)ci * MR;
+            for (int r = 0; r < MR; r++)
+                for (int j = 0; j < nr; j++) acc[r][j] += wr[r] * xr[j];
+        }
+    }
+}
+
+void qtts_conv1d_causal(const qtts_conv1d *c, float *y, size_t ldy, const float *x, size_t ldx,
+                        int n, bool accumulate) {
+    const int cout = c->cout, cin = c->cin, taps = c->taps, dil = c->dil;
+    const int nblk = (cout + MR - 1) / MR;
+    float acc[MR][NR];
+    for (int b = 0; b < nblk; b++) {
+        const float *wp = c->w + (size_t)b * taps * cin * MR;
+        const int co0 = b * MR, rows = QTTS_MIN(MR, cout - co0);
+        for (int t0 = 0; t0 < n; t0 += NR) {
+            const int nr = QTTS_MIN(NR, n - t0);
+            if (nr == NR)
+                conv_tile(wp, x + t0, ldx, cin, taps, dil, acc);
+            else
+                conv_tile_edge(wp, x + t0, ldx, cin, taps, dil, nr, acc);
+            for (int r = 0; r < rows; r++) {
+                float *yr = y + (size_t)(co0 + r) * ldy + t0;
+                const float bv = c->bias ? c->bias[co0 + r] : 0.0f;
+                if (accumulate)
+                    for (int j = 0; j < nr; j++) yr[j] += acc[r][j] + bv;
+                else
+                    for (int j = 0; j < nr; j++) yr[j] = acc[r][j] + bv;
+            }
+        }
+    }
+}
+
+void qtts_interleave_phases(float *y, const float *ph, int cout, int n, int s) {
+    for (int co = 0; co < cout; co++) {
+        float *yr = y + (size_t)co * n * s;
+        for (int p = 0; p < s; p++) {
+            const float *pr = ph + ((size_t)p * cout + co) * n;
+            for (int m = 0; m < n; m++) yr[(size_t)m * s + p] = pr[m];
+        }
+    }
+}
+
+void qtts_dwconv1d_causal(float *y, size_t ldy, const float *x, size_t ldx, const float *w,
+                          const float *bias, int channels, int taps, int dil, int n) {
+    for (int c = 0; c < channels; c++) {
+        const float *xr = x + (size_t)c * ldx;
+        const float *wr = w + (size_t)c * taps;
+        float *yr = y + (size_t)c * ldy;
+        for (int t = 0; t < n; t++) yr[t] = 0.0f;
+        for (int k = 0; k < taps; k++) {
+            const float *xs = xr - (ptrdiff_t)(taps - 1 - k) * dil;
+            const float wk = wr[k];
+            for (int t = 0; t < n; t++) yr[t] += wk * xs[t];
+        }
+        const float bv = bias ? bias[c] : 0.0f;
+        for (int t = 0; t < n; t++) yr[t] += bv;
+    }
+}
+
+void qtts_snake_params(float *ea, float *ib, const float *alpha, const float *beta,
+                       int channels) {
+    for (int c = 0; c < channels; c++) {
+        ea[c] = expf(alpha[c]);
+        ib[c] = 1.0f / (expf(beta[c]) + 1e-9f);
+    }
+}
+
+void qtts_snake_beta(float *y, size_t ldy, const float *x, size_t ldx, const float *ea,
+                     const float *ib, int channels, int n) {
+    for (int c = 0; c < channels; c++) {
+        const float a = ea[c], b = ib[c];
+        const float *xr = x + (size_t)c * ldx;
+        float *yr = y + (size_t)c * ldy;
+        for (int t = 0; t < n; t++) {
+            const float s = sinf(xr[t] * a);
+            yr[t] = xr[t] + b * (s * s);
+        }
+    }
+}
+
+void qtts_layernorm_channels(float *x, size_t ld, int channels, int n, const float *w,
+                             const float *b, float eps) {
+    enum { CB = 256 };
+    double sum[CB];
+    float mean[CB], inv[CB];
+    for (int t0 = 0; t0 < n; t0 += CB) {
+        const int nc = QTTS_MIN(CB, n - t0);
+        for (int j = 0; j < nc; j++) sum[j] = 0.0;
+        for (int c = 0; c < channels; c++) {
+            const float *xr = x + (size_t)c * ld + t0;
+            for (int j = 0; j < nc; j++) sum[j] += xr[j];
+        }
+        for (int j = 0; j < nc; j++) {
+            mean[j] = (float)(sum[j] / channels);
+            sum[j] = 0.0;
+        }
+        for (int c = 0; c < channels; c++) {
+            const float *xr = x + (size_t)c * ld + t0;
+            for (int j = 0; j < nc; j++) {
+                const double d = (double)xr[j] - (double)mean[j];
+                sum[j] += d * d;
+            }
+        }
+        for (int j = 0; j < nc; j++) inv[j] = 1.0f / sqrtf((float)(sum[j] / channels) + eps);
+        for (int c = 0; c < channels; c++) {
+            float *xr = x + (size_t)c * ld + t0;
+            const float wc = w[c], bc = b[c];
+            for (int j = 0; j < nc; j++) xr[j] = ((xr[j] - mean[j]) * inv[j]) * wc + bc;
+        }
+    }
+}
+
+void qtts_transpose(float *out, size_t ldo, const float *in, size_t ldi, int rows, int n) {
+    enum { B = 32 };
+    for (int r0 = 0; r0 < rows; r0 += B)
+        for (int t0 = 0; t0 < n; t0 += B) {
+            const int r1 = QTTS_MIN(rows, r0 + B), t1 = QTTS_MIN(n, t0 + B);
+            for (int r = r0; r < r1; r++)
+                for (int t = t0; t < t1; t++) out[(size_t)t * ldo + r] = in[(size_t)r * ldi + t];
+        }
+}

@@ -1,0 +1,752 @@
+/*
+ * codec_decoder.c - 12 Hz speech-tokenizer decoder (see codec_decoder.h for
+ * the stage-by-stage dataflow and shapes).
+ *
+ * Load: every decoder tensor is looked up with its expected shape derived
+ * from the config; conv weights are packed into qtts_conv1d (transposed
+ * convs as polyphase convs), codebooks are normalised once
+ * (embedding_sum / max(cluster_usage, 1e-5)), small vectors are copied to
+ * owned fp32 arrays, transformer matrices are viewed in the mapping (copied
+ * to fp32 only when the file leaves them unaligned).
+ *
+ * Run (one window of T frames): the transformer works time-major [T, C]
+ * with kernels.h (matmul, rmsnorm, rope, softmax); everything else works
+ * channel-major [C, n] in three equally sized buffers A/B/C that rotate
+ * between stages. A buffer that feeds a causal conv holds each row behind
+ * P = (taps-1)*dil zero columns (row stride n + P), which is the
+ * reference's left padding; every conv here has a zero right pad.
+ * Largest buffer (full size): [96, 1920T + 54] floats ~ 0.74 MB per frame.
+ */
+#include "codec_decoder.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DT_FLOAT ((1u << QTTS_DT_F32) | (1u << QTTS_DT_F16) | (1u << QTTS_DT_BF16))
+
+static const int k_res_dil[3] = {1, 3, 9};   /* residual-unit dilations */
+enum { K_CONV = 7, K_PRE = 3, K_DW = 7 };    /* kernel sizes fixed by the reference */
+
+/* ---- load helpers ------------------------------------------------------ */
+
+static void *own(qtts_codec_decoder *d, size_t bytes) {
+    if (d->n_owned == d->cap_owned) {
+        int cap = d->cap_owned ? d->cap_owned * 2 : 64;
+        void **o = qtts_realloc(d->owned, sizeof(void *) * (size_t)cap);
+        if (!o) return NULL;
+        d->owned = o;
+        d->cap_owned = cap;
+    }
+    void *p = qtts_aligned_alloc(bytes ? bytes : 1);
+    if (p) d->owned[d->n_owned++] = p;
+    return p;
+}
+
+/* "decoder.<formatted>" looked up with shape dims[rank]; NULL + err on failure. */
+static const qtts_tensor *get(const qtts_codec_decoder *d, qtts_err *err, int rank,
+                              const int64_t *dims, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static const qtts_tensor *get(const qtts_codec_decoder *d, qtts_err *err, int rank,
+                              const int64_t *dims, const char *fmt, ...) {
+    char name[256] = "decoder.";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name + 8, sizeof(name) - 8, fmt, ap);
+    va_end(ap);
+    return qtts_st_expect(d->st, name, DT_FLOAT, rank, dims, err);
+}
+
+#define DIMS(...) ((const int64_t[]){__VA_ARGS__})
+
+static qtts_status nomem(qtts_err *err, const char *what) {
+    return qtts_fail(err, QTTS_ERR_NOMEM, "codec decoder: out of memory (%s)", what);
+}
+
+/* Owned fp32 copy of a rank-1 [n] tensor. */
+static float *load_vec(qtts_codec_decoder *d, qtts_err *err, int64_t n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static float *load_vec(qtts_codec_decoder *d, qtts_err *err, int64_t n, const char *fmt, ...) {
+    char name[240];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof(name), fmt, ap);
+    va_end(ap);
+    const qtts_tensor *t = get(d, err, 1, DIMS(n), "%s", name);
+    if (!t) return NULL;
+    float *v = own(d, sizeof(float) * (size_t)n);
+    if (!v) {
+        nomem(err, name);
+        return NULL;
+    }
+    qtts_tensor_to_f32(t, v);
+    return v;
+}
+
+/* Temporary fp32 copy of a tensor (caller frees). */
+static float *tmp_f32(const qtts_tensor *t, qtts_err *err) {
+    float *v = qtts_malloc(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
+    if (!v) {
+        nomem(err, t->name);
+        return NULL;
+    }
+    qtts_tensor_to_f32(t, v);
+    return v;
+}
+
+/* A [rows, cols] (or [rows, cols, 1]) matrix: a view into the mapping when
+ * the dtype and alignment allow it, else an owned fp32 copy. */
+static bool load_mat(qtts_codec_decoder *d, qtts_mat *m, qtts_err *err, int rank, int rows,
+                     int cols, const char *name) {
+    const qtts_tensor *t = rank == 3 ? get(d, err, 3, DIMS(rows, cols, 1), "%s", name)
+                                     : get(d, err, 2, DIMS(rows, cols), "%s", name);
+    if (!t) return false;
+    const uintptr_t addr = (uintptr_t)t->data;
+    if ((t->dtype == QTTS_DT_F32 && addr % sizeof(float) == 0) ||
+        (t->dtype == QTTS_DT_BF16 && addr % sizeof(uint16_t) == 0)) {
+        *m = (qtts_mat){t->data, t->dtype, rows, cols};
+        return true;
+    }
+    float *v = own(d, sizeof(float) * (size_t)rows * cols);
+    if (!v) {
+        nomem(err, name);
+        return false;
+    }
+    qtts_tensor_to_f32(t, v);
+    *m = (qtts_mat){v, QTTS_DT_F32, rows, cols};
+    return true;
+}
+
+/* Conv1d "<prefix>.weight" [cout, cin, taps] + "<prefix>.bias" [cout]. */
+static bool load_conv(qtts_codec_decoder *d, qtts_conv1d *c, qtts_err *err, int cout, int cin,
+                      int taps, int dil, const char *prefix) {
+    const qtts_tensor *w = get(d, err, 3, DIMS(cout, cin, taps), "%s.weight", prefix);
+    const qtts_tensor *b = w ? get(d, err, 1, DIMS(cout), "%s.bias", prefix) : NULL;
+    if (!b) return false;
+    float *wf = tmp_f32(w, err), *bf = wf ? tmp_f32(b, err) : NULL;
+    bool ok = bf && qtts_conv1d_init(c, wf, bf, cout, cin, taps, dil);
+    if (bf && !ok) nomem(err, w->name);
+    qtts_free(wf);
+    qtts_free(bf);
+    return ok;
+}
+
+/* ConvTranspose1d "<prefix>.weight" [cin, cout, k] + bias [cout], stride s. */
+static bool load_tconv(qtts_codec_decoder *d, qtts_conv1d *c, qtts_err *err, int cin, int cout,
+                       int k, int s, const char *prefix) {
+    const qtts_tensor *w = get(d, err, 3, DIMS(cin, cout, k), "%s.weight", prefix);
+    const qtts_tensor *b = w ? get(d, err, 1, DIMS(cout), "%s.bias", prefix) : NULL;
+    if (!b) return false;
+    float *wf = tmp_f32(w, err), *bf = wf ? tmp_f32(b, err) : NULL;
+    bool ok = bf && qtts_convtr1d_init(c, wf, bf, cin, cout, k, s);
+    if (bf && !ok) nomem(err, w->name);
+    qtts_free(wf);
+    qtts_free(bf);
+    return ok;
+}
+
+/* SnakeBeta "<prefix>.alpha"/"<prefix>.beta" [C] -> (exp(alpha), 1/(exp(beta)+1e-9)). */
+static bool load_snake(qtts_codec_decoder *d, float **ea, float **ib, qtts_err *err, int ch,
+                       const char *prefix) {
+    float *a = load_vec(d, err, ch, "%s.alpha", prefix);
+    float *b = a ? load_vec(d, err, ch, "%s.beta", prefix) : NULL;
+    if (!b) return false;
+    qtts_snake_params(a, b, a, b, ch); /* in place: element c only reads c */
+    *ea = a;
+    *ib = b;
+    return true;
+}
+
+static qtts_status check_config(qtts_codec_decoder *d, const qtts_config *cfg, qtts_err *err) {
+#define c (&cfg->codec)
+    d->n_q = c->num_quantizers;
+    d->cb_size = c->codebook_size;
+    d->rvq_dim = c->codebook_dim;
+    d->cb_vec = c->codebook_dim / 2;
+    d->latent = c->latent_dim;
+    d->dec_dim = c->decoder_dim;
+    d->hidden = c->hidden;
+    d->inter = c->inter;
+    d->heads = c->heads;
+    d->kv_heads = c->kv_heads;
+    d->head_dim = c->head_dim;
+    d->layers = c->layers;
+    d->window = c->sliding_window;
+    d->rms_eps = c->rms_eps;
+    d->rope_theta = c->rope_theta;
+    d->n_ups = QTTS_CODEC_MAX_UPS;
+    d->n_blocks = QTTS_CODEC_MAX_BLOCKS;
+    const int lim = 1 << 20;
+#define RANGE(v, lo)                                                                          \
+    if ((v) < (lo) || (v) > lim)                                                             \
+        return qtts_fail(err, QTTS_ERR_FORMAT, "speech_tokenizer config: %s = %d out of range", \
+                         #v, (int)(v));
+    RANGE(d->n_q, 2)   /* the reference asserts n_q > n_q_semantic = 1 */
+    RANGE(d->cb_size, 1)
+    RANGE(d->rvq_dim, 2)
+    RANGE(d->latent, 1)
+    RANGE(d->dec_dim, 1)
+    RANGE(d->hidden, 1)
+    RANGE(d->inter, 1)
+    RANGE(d->heads, 1)
+    RANGE(d->kv_heads, 1)
+    RANGE(d->head_dim, 2)
+    RANGE(d->layers, 0)
+    RANGE(d->window, 1)
+#undef RANGE
+    if (d->rvq_dim % 2 || d->head_dim % 2 || d->heads % d->kv_heads)
+        return qtts_fail(err, QTTS_ERR_FORMAT,
+                         "speech_tokenizer config: codebook_dim %d and head_dim %d must be even, "
+                         "heads %d a multiple of kv heads %d",
+                         d->rvq_dim, d->head_dim, d->heads, d->kv_heads);
+    if (d->dec_dim % (1 << d->n_blocks))
+        return qtts_fail(err, QTTS_ERR_FORMAT,
+                         "speech_tokenizer config: decoder_dim %d not divisible by %d", d->dec_dim,
+                         1 << d->n_blocks);
+    int64_t prod = 1;
+    for (int i = 0; i < d->n_ups; i++) {
+        d->ups[i] = c->upsampling_ratios[i];
+        if (d->ups[i] < 1 || d->ups[i] > 64)
+            return qtts_fail(err, QTTS_ERR_FORMAT,
+                             "speech_tokenizer config: upsampling_ratios[%d] = %d out of range", i,
+                             d->ups[i]);
+        prod *= d->ups[i];
+    }
+    for (int i = 0; i < d->n_blocks; i++) {
+        d->rates[i] = c->upsample_rates[i];
+        if (d->rates[i] < 1 || d->rates[i] > 64)
+            return qtts_fail(err, QTTS_ERR_FORMAT,
+                             "speech_tokenizer config: upsample_rates[%d] = %d out of range", i,
+                             d->rates[i]);
+        prod *= d->rates[i];
+    }
+    if (prod != c->decode_upsample_rate)
+        return qtts_fail(err, QTTS_ERR_FORMAT,
+                         "speech_tokenizer config: decode_upsample_rate %d != product of "
+                         "upsampling_ratios and upsample_rates %lld",
+                         c->decode_upsample_rate, (long long)prod);
+    d->upsample = (int)prod;
+    return QTTS_OK;
+#undef c
+}
+
+static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
+    char p[96];
+    /* quantizer: codebooks normalised by cluster usage */
+    const size_t cb_n = (size_t)d->cb_size * d->cb_vec;
+    d->codebooks = own(d, sizeof(float) * cb_n * d->n_q);
+    if (!d->codebooks) return nomem(err, "codebooks");
+    for (int q = 0; q < d->n_q; q++) {
+        const char *grp = q == 0 ? "rvq_first" : "rvq_rest";
+        const int li = q == 0 ? 0 : q - 1;
+        const qtts_tensor *es = get(d, err, 2, DIMS(d->cb_size, d->cb_vec),
+                                    "quantizer.%s.vq.layers.%d._codebook.embedding_sum", grp, li);
+        const qtts_tensor *cu = es ? get(d, err, 1, DIMS(d->cb_size),
+                                         "quantizer.%s.vq.layers.%d._codebook.cluster_usage",
+                                         grp, li)
+                                   : NULL;
+        if (!cu) return err->status;
+        float *usage = tmp_f32(cu, err);
+        if (!usage) return err->status;
+        float *cb = d->codebooks + cb_n * q;
+        qtts_tensor_to_f32(es, cb);
+        for (int i = 0; i < d->cb_size; i++) {
+            const float u = usage[i] < 1e-5f ? 1e-5f : usage[i]; /* clamp(min=1e-5) */
+            for (int j = 0; j < d->cb_vec; j++) cb[(size_t)i * d->cb_vec + j] /= u;
+        }
+        qtts_free(usage);
+    }
+    if (!load_mat(d, &d->proj_first, err, 3, d->rvq_dim, d->cb_vec,
+                  "quantizer.rvq_first.output_proj.weight") ||
+        !load_mat(d, &d->proj_rest, err, 3, d->rvq_dim, d->cb_vec,
+                  "quantizer.rvq_rest.output_proj.weight") ||
+        !load_conv(d, &d->pre_conv, err, d->latent, d->rvq_dim, K_PRE, 1, "pre_conv.conv"))
+        return err->status;
+
+    /* pre_transformer */
+    const int qd = d->heads * d->head_dim, kvd = d->kv_heads * d->head_dim;
+    if (!load_mat(d, &d->in_proj, err, 2, d->hidden, d->latent, "pre_transformer.input_proj.weight") ||
+        !(d->in_proj_b = load_vec(d, err, d->hidden, "pre_transformer.input_proj.bias")) ||
+        !load_mat(d, &d->out_proj, err, 2, d->latent, d->hidden, "pre_transformer.output_proj.weight") ||
+        !(d->out_proj_b = load_vec(d, err, d->latent, "pre_transformer.output_proj.bias")) ||
+        !(d->final_norm = load_vec(d, err, d->hidden, "pre_transformer.norm.weight")))
+        return err->status;
+    d->tl = own(d, sizeof(qtts_codec_layer) * (size_t)(d->layers ? d->layers : 1));
+    if (!d->tl) return nomem(err, "layers");
+    for (int l = 0; l < d->layers; l++) {
+        qtts_codec_layer *L = &d->tl[l];
+        char n[8][160];
+        const char *suf[8] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                              "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", ""};
+        for (int i = 0; i < 7; i++)
+            snprintf(n[i], sizeof(n[i]), "pre_transformer.layers.%d.%s.weight", l, suf[i]);
+        snprintf(p, sizeof(p), "pre_transformer.layers.%d", l);
+        if (!load_mat(d, &L->q, err, 2, qd, d->hidden, n[0]) ||
+            !load_mat(d, &L->k, err, 2, kvd, d->hidden, n[1]) ||
+            !load_mat(d, &L->v, err, 2, kvd, d->hidden, n[2]) ||
+            !load_mat(d, &L->o, err, 2, d->hidden, qd, n[3]) ||
+            !load_mat(d, &L->gate, err, 2, d->inter, d->hidden, n[4]) ||
+            !load_mat(d, &L->up, err, 2, d->inter, d->hidden, n[5]) ||
+            !load_mat(d, &L->down, err, 2, d->hidden, d->inter, n[6]) ||
+            !(L->in_norm = load_vec(d, err, d->hidden, "%s.input_layernorm.weight", p)) ||
+            !(L->post_norm = load_vec(d, err, d->hidden, "%s.post_attention_layernorm.weight", p)) ||
+            !(L->attn_scale = load_vec(d, err, d->hidden, "%s.self_attn_layer_scale.scale", p)) ||
+            !(L->mlp_scale = load_vec(d, err, d->hidden, "%s.mlp_layer_scale.scale", p)))
+            return err->status;
+    }
+
+    /* upsample: ConvTranspose (k = stride) + ConvNeXt */
+    for (int i = 0; i < d->n_ups; i++) {
+        qtts_codec_upsample *U = &d->upx[i];
+        const int C = d->latent;
+        U->stride = d->ups[i];
+        snprintf(p, sizeof(p), "upsample.%d.0.conv", i);
+        if (!load_tconv(d, &U->tconv, err, C, C, U->stride, U->stride, p)) return err->status;
+        snprintf(p, sizeof(p), "upsample.%d.1", i);
+        const qtts_tensor *dw = get(d, err, 3, DIMS(C, 1, K_DW), "%s.dwconv.conv.weight", p);
+        if (!dw) return err->status;
+        if (!(U->dw_w = own(d, sizeof(float) * (size_t)C * K_DW))) return nomem(err, dw->name);
+        qtts_tensor_to_f32(dw, U->dw_w);
+        char q1[128], q2[128];
+        snprintf(q1, sizeof(q1), "%s.pwconv1", p);
+        snprintf(q2, sizeof(q2), "%s.pwconv2", p);
+        const qtts_tensor *w1 = get(d, err, 2, DIMS(4 * (int64_t)C, C), "%s.weight", q1);
+        const qtts_tensor *w2 = w1 ? get(d, err, 2, DIMS(C, 4 * (int64_t)C), "%s.weight", q2) : NULL;
+        if (!w2 || !(U->dw_b = load_vec(d, err, C, "%s.dwconv.conv.bias", p)) ||
+            !(U->ln_w = load_vec(d, err, C, "%s.norm.weight", p)) ||
+            !(U->ln_b = load_vec(d, err, C, "%s.norm.bias", p)) ||
+            !(U->gamma = load_vec(d, err, C, "%s.gamma", p)))
+            return err->status;
+        float *b1 = load_vec(d, err, 4 * (int64_t)C, "%s.bias", q1);
+        float *b2 = b1 ? load_vec(d, err, C, "%s.bias", q2) : NULL;
+        if (!b2) return err->status;
+        float *f1 = tmp_f32(w1, err), *f2 = f1 ? tmp_f32(w2, err) : NULL;
+        bool ok = f2 && qtts_conv1d_init(&U->pw1, f1, b1, 4 * C, C, 1, 1) &&
+                  qtts_conv1d_init(&U->pw2, f2, b2, C, 4 * C, 1, 1);
+        qtts_free(f1);
+        qtts_free(f2);
+        if (!ok) return f2 ? nomem(err, w1->name) : err->status;
+    }
+
+    /* decoder */
+    if (!load_conv(d, &d->dec0, err, d->dec_dim, d->latent, K_CONV, 1, "decoder.0.conv"))
+        return err->status;
+    int ch = d->dec_dim;
+    for (int b = 0; b < d->n_blocks; b++) {
+        qtts_codec_block *B = &d->blocks[b];
+        B->cin = ch;
+        B->cout = ch / 2;
+        B->stride = d->rates[b];
+        snprintf(p, sizeof(p), "decoder.%d.block.0", b + 1);
+        if (!load_snake(d, &B->ea, &B->ib, err, B->cin, p)) return err->status;
+        snprintf(p, sizeof(p), "decoder.%d.block.1.conv", b + 1);
+        if (!load_tconv(d, &B->tconv, err, B->cin, B->cout, 2 * B->stride, B->stride, p))
+            return err->status;
+        for (int r = 0; r < 3; r++) {
+            qtts_codec_resunit *R = &B->res[r];
+            R->dil = k_res_dil[r];
+            char q[128];
+            snprintf(p, sizeof(p), "decoder.%d.block.%d", b + 1, r + 2);
+            snprintf(q, sizeof(q), "%s.act1", p);
+            if (!load_snake(d, &R->ea1, &R->ib1, err, B->cout, q)) return err->status;
+            snprintf(q, sizeof(q), "%s.act2", p);
+            if (!load_snake(d, &R->ea2, &R->ib2, err, B->cout, q)) return err->status;
+            snprintf(q, sizeof(q), "%s.conv1.conv", p);
+            if (!load_conv(d, &R->conv1, err, B->cout, B->cout, K_CONV, R->dil, q))
+                return err->status;
+            snprintf(q, sizeof(q), "%s.conv2.conv", p);
+            if (!load_conv(d, &R->conv2, err, B->cout, B->cout, 1, 1, q)) return err->status;
+        }
+        ch /= 2;
+    }
+    snprintf(p, sizeof(p), "decoder.%d", d->n_blocks + 1);
+    if (!load_snake(d, &d->out_ea, &d->out_ib, err, ch, p)) return err->status;
+    snprintf(p, sizeof(p), "decoder.%d.conv", d->n_blocks + 2);
+    if (!load_conv(d, &d->dec_out, err, 1, ch, K_CONV, 1, p)) return err->status;
+    return QTTS_OK;
+}
+
+qtts_status qtts_codec_decoder_load(const char *model_dir, const qtts_config *cfg,
+                                    qtts_codec_decoder **out, qtts_err *err) {
+    *out = NULL;
+    char dir[4096];
+    if (!qtts_path_join(dir, sizeof(dir), model_dir, "speech_tokenizer"))
+        return qtts_fail(err, QTTS_ERR_INVALID, "%s: model path too long", model_dir);
+    qtts_codec_decoder *d = qtts_calloc(1, sizeof(*d));
+    if (!d) return nomem(err, "decoder");
+    qtts_status st = check_config(d, cfg, err);
+    if (st == QTTS_OK) st = qtts_st_set_open(dir, "model", &d->st, err);
+    if (st == QTTS_OK) st = load_weights(d, err);
+    if (st != QTTS_OK) {
+        qtts_codec_decoder_free(d);
+        return st;
+    }
+    *out = d;
+    return QTTS_OK;
+}
+
+void qtts_codec_decoder_free(qtts_codec_decoder *d) {
+    if (!d) return;
+    qtts_conv1d_free(&d->pre_conv);
+    for (int i = 0; i < QTTS_CODEC_MAX_UPS; i++) {
+        qtts_conv1d_free(&d->upx[i].tconv);
+        qtts_conv1d_free(&d->upx[i].pw1);
+        qtts_conv1d_free(&d->upx[i].pw2);
+    }
+    qtts_conv1d_free(&d->dec0);
+    for (int b = 0; b < QTTS_CODEC_MAX_BLOCKS; b++) {
+        qtts_conv1d_free(&d->blocks[b].tconv);
+        for (int r = 0; r < 3; r++) {
+            qtts_conv1d_free(&d->blocks[b].res[r].conv1);
+            qtts_conv1d_free(&d->blocks[b].res[r].conv2);
+        }
+    }
+    qtts_conv1d_free(&d->dec_out);
+    for (int i = 0; i < d->n_owned; i++) qtts_free(d->owned[i]);
+    qtts_free(d->owned);
+    qtts_st_set_close(d->st);
+    qtts_free(d);
+}
+
+/* ---- run --------------------------------------------------------------- */
+
+typedef struct {
+    int tmax;                 /* frames the scratch was sized for */
+    size_t big_cap;           /* floats in each of big[0..2] */
+    float *big[3];            /* channel-major stage buffers */
+    float *tm;                /* time-major transformer / quantizer scratch */
+    size_t tm_cap;
+} scratch;
+
+#define PAD_MAX (6 * 9)       /* causal padding of the widest conv (k7, dilation 9) */
+
+static bool cap_max(size_t *cap, uint64_t rows, uint64_t cols) {
+    uint64_t v;
+    if (!qtts_mul_ok(rows, cols, &v) || v > SIZE_MAX / sizeof(float)) return false;
+    if (v > *cap) *cap = (size_t)v;
+    return true;
+}
+
+/* Sizes of the stage buffers for a window of T frames (mirrors window_run). */
+static bool scratch_sizes(const qtts_codec_decoder *d, int T, size_t *big, size_t *tm) {
+    size_t cap = 0;
+    uint64_t n = (uint64_t)T;
+    bool ok = cap_max(&cap, d->rvq_dim, n + K_PRE - 1) && cap_max(&cap, d->latent, n);
+    for (int i = 0; ok && i < d->n_ups; i++) {
+        n *= d->ups[i];
+        ok = cap_max(&cap, d->latent, n + K_DW - 1) && cap_max(&cap, 4 * (uint64_t)d->latent, n);
+    }
+    ok = ok && cap_max(&cap, d->latent, n + K_CONV - 1) && cap_max(&cap, d->dec_dim, n);
+    uint64_t ch = d->dec_dim;
+    for (int b = 0; ok && b < d->n_blocks; b++) {
+        ok = cap_max(&cap, ch, n + 1);
+        n *= d->rates[b];
+        ch /= 2;
+        ok = ok && cap_max(&cap, ch, n + PAD_MAX);
+    }
+    ok = ok && cap_max(&cap, ch, n + K_CONV - 1);
+    *big = cap;
+    /* time-major: quantizer (s1, s2, y1, y2) or transformer (x, h, xn, q, k, v, att, tmp, gate, up) */
+    const uint64_t qn = 2 * (uint64_t)d->cb_vec + 2 * (uint64_t)d->rvq_dim;
+    const uint64_t tn = (uint64_t)d->latent + 3 * (uint64_t)d->hidden +
+                        2 * (uint64_t)d->heads * d->head_dim +
+                        2 * (uint64_t)d->kv_heads * d->head_dim + 2 * (uint64_t)d->inter;
+    size_t t = 0;
+    ok = ok && cap_max(&t, T, QTTS_MAX(qn, tn)) && cap_max(&t, 1, t + (uint64_t)T * d->head_dim + d->window);
+    *tm = t;
+    return ok;
+}
+
+static void scratch_free(scratch *s) {
+    for (int i = 0; i < 3; i++) qtts_free(s->big[i]);
+    qtts_free(s->tm);
+    memset(s, 0, sizeof(*s));
+}
+
+static qtts_status scratch_alloc(const qtts_codec_decoder *d, int T, scratch *s, qtts_err *err) {
+    memset(s, 0, sizeof(*s));
+    if (!scratch_sizes(d, T, &s->big_cap, &s->tm_cap))
+        return qtts_fail(err, QTTS_ERR_LIMIT, "codec decode: %d frames is too long", T);
+    for (int i = 0; i < 3; i++) s->big[i] = qtts_aligned_alloc(sizeof(float) * s->big_cap);
+    s->tm = qtts_aligned_alloc(sizeof(float) * s->tm_cap);
+    if (!s->big[0] || !s->big[1] || !s->big[2] || !s->tm) {
+        scratch_free(s);
+        return qtts_fail(err, QTTS_ERR_NOMEM,
+                         "codec decode: out of memory for %d frames (%.1f MiB scratch)", T,
+                         (3.0 * (double)s->big_cap + (double)s->tm_cap) * 4.0 / 1048576.0);
+    }
+    s->tmax = T;
+    return QTTS_OK;
+}
+
+static void emit(const qtts_codec_hook *h, const char *stage, const float *x, int C, int n,
+                 size_t ld) {
+    if (h && h->fn) h->fn(h->user, stage, x, C, n, ld);
+}
+
+/* dst rows get P zero columns, then a copy of src[C, n] (row stride lds). */
+static void pad_copy(float *dst, int P, const float *src, size_t lds, int C, int n) {
+    const size_t ld = (size_t)n + P;
+    for (int c = 0; c < C; c++) {
+        float *r = dst + (size_t)c * ld;
+        memset(r, 0, sizeof(float) * P);
+        memcpy(r + P, src + (size_t)c * lds, sizeof(float) * n);
+    }
+}
+
+/* dst rows get P zero columns, then SnakeBeta(src[C, n]). */
+static void pad_snake(float *dst, int P, const float *src, size_t lds, const float *ea,
+                      const float *ib, int C, int n) {
+    const size_t ld = (size_t)n + P;
+    for (int c = 0; c < C; c++) memset(dst + (size_t)c * ld, 0, sizeof(float) * P);
+    qtts_snake_beta(dst + P, ld, src, lds, ea, ib, C, n);
+}
+
+/* pre_transformer: x [T, latent] time-major in, out [T, latent] time-major. */
+static void transformer(const qtts_codec_decoder *d, float *tm, const float *x, float *out,
+                        int T) {
+    const int H = d->hidden, I = d->inter, D = d->head_dim, half = D / 2;
+    const int qd = d->heads * D, kvd = d->kv_heads * D, grp = d->heads / d->kv_heads;
+    float *h = tm;                          /* [T, H] residual stream */
+    float *xn = h + (size_t)T * H;          /* [T, H] */
+    float *tmp = xn + (size_t)T * H;        /* [T, H] */
+    float *q = tmp + (size_t)T * H;         /* [T, qd] */
+    float *att = q + (size_t)T * qd;        /* [T, qd] */
+    float *k = att + (size_t)T * qd;        /* [T, kvd] */
+    float *v = k + (size_t)T * kvd;         /* [T, kvd] */
+    float *gate = v + (size_t)T * kvd;      /* [T, I] */
+    float *up = gate + (size_t)T * I;       /* [T, I] */
+    float *cos_t = up + (size_t)T * I;      /* [T, D/2] */
+    float *sin_t = cos_t + (size_t)T * half;/* [T, D/2] */
+    float *sc = sin_t + (size_t)T * half;   /* [window] scores */
+    const float scale = 1.0f / sqrtf((float)D);
+
+    qtts_rope_table(cos_t, sin_t, T, D, d->rope_theta);
+    qtts_matmul(h, x, T, &d->in_proj, d->in_proj_b);
+    for (int l = 0; l < d->layers; l++) {
+        const qtts_codec_layer *L = &d->tl[l];
+        for (int t = 0; t < T; t++)
+            qtts_rmsnorm(xn + (size_t)t * H, h + (size_t)t * H, L->in_norm, H, d->rms_eps);
+        qtts_matmul(q, xn, T, &L->q, NULL);
+        qtts_matmul(k, xn, T, &L->k, NULL);
+        qtts_matmul(v, xn, T, &L->v, NULL);
+        for (int t = 0; t < T; t++) {
+            const float *c = cos_t + (size_t)t * half, *s = sin_t + (size_t)t * half;
+            for (int hh = 0; hh < d->heads; hh++) qtts_rope(q + (size_t)t * qd + hh * D, c, s, D);
+            for (int hh = 0; hh < d->kv_heads; hh++) qtts_rope(k + (size_t)t * kvd + hh * D, c, s, D);
+        }
+        /* sliding-window causal attention: query i sees keys i-window < j <= i */
+        for (int hh = 0; hh < d->heads; hh++) {
+            const int kh = hh / grp;
+            for (int i = 0; i < T; i++) {
+                const int lo = QTTS_MAX(0, i - d->window + 1), nk = i - lo + 1;
+                const float *qi = q + (size_t)i * qd + hh * D;
+                for (int j = 0; j < nk; j++)
+                    sc[j] = qtts_dot_f32(qi, k + (size_t)(lo + j) * kvd + kh * D, D) * scale;
+                qtts_softmax(sc, nk);
+                float *o = att + (size_t)i * qd + hh * D;
+                for (int e = 0; e < D; e++) o[e] = 0.0f;
+                for (int j = 0; j < nk; j++) {
+                    const float *vj = v + (size_t)(lo + j) * kvd + kh * D;
+                    for (int e = 0; e < D; e++) o[e] += sc[j] * vj[e];
+                }
+            }
+        }
+        qtts_matmul(tmp, att, T, &L->o, NULL);
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < H; c++) h[(size_t)t * H + c] += L->attn_scale[c] * tmp[(size_t)t * H + c];
+        for (int t = 0; t < T; t++)
+            qtts_rmsnorm(xn + (size_t)t * H, h + (size_t)t * H, L->post_norm, H, d->rms_eps);
+        qtts_matmul(gate, xn, T, &L->gate, NULL);
+        qtts_matmul(up, xn, T, &L->up, NULL);
+        qtts_swiglu(gate, gate, up, (size_t)T * I);
+        qtts_matmul(tmp, gate, T, &L->down, NULL);
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < H; c++) h[(size_t)t * H + c] += L->mlp_scale[c] * tmp[(size_t)t * H + c];
+    }
+    for (int t = 0; t < T; t++)
+        qtts_rmsnorm(xn + (size_t)t * H, h + (size_t)t * H, d->final_norm, H, d->rms_eps);
+    qtts_matmul(out, xn, T, &d->out_proj, d->out_proj_b);
+}
+
+static qtts_status check_codes(const qtts_codec_decoder *d, const int32_t *codes, int T,
+                               qtts_err *err) {
+    for (int t = 0; t < T; t++)
+        for (int q = 0; q < d->n_q; q++) {
+            const int32_t c = codes[(size_t)t * d->n_q + q];
+            if (c < 0 || c >= d->cb_size)
+                return qtts_fail(err, QTTS_ERR_INVALID,
+                                 "codec decode: code %d at frame %d, codebook %d outside [0, %d)",
+                                 (int)c, t, q, d->cb_size);
+        }
+    return QTTS_OK;
+}
+
+/* One full-decoder run over codes[T, n_q] (already range-checked) into
+ * wav[T * upsample]. */
+static qtts_status window_run(const qtts_codec_decoder *d, scratch *s, const int32_t *codes,
+                              int T, float *wav, const qtts_codec_hook *hook, qtts_err *err) {
+    QTTS_ASSERT(T > 0 && T <= s->tmax);
+    float *A = s->big[0], *B = s->big[1], *C = s->big[2], *tmp;
+#define ROT3()  do { tmp = A; A = C; C = B; B = tmp; } while (0) /* (A,B,C) <- (C,A,B) */
+    const int V = d->cb_vec, R = d->rvq_dim, L = d->latent;
+    char stage[32];
+
+    /* quantizer -> A[R, T] behind K_PRE-1 zero columns */
+    {
+        float *s1 = s->tm, *s2 = s1 + (size_t)T * V, *y1 = s2 + (size_t)T * V,
+              *y2 = y1 + (size_t)T * R;
+        const size_t cb_n = (size_t)d->cb_size * V;
+        for (int t = 0; t < T; t++) {
+            const int32_t *ct = codes + (size_t)t * d->n_q;
+            memcpy(s1 + (size_t)t * V, d->codebooks + (size_t)ct[0] * V, sizeof(float) * V);
+            float *r = s2 + (size_t)t * V;
+            memcpy(r, d->codebooks + cb_n + (size_t)ct[1] * V, sizeof(float) * V);
+            for (int q = 2; q < d->n_q; q++) {
+                const float *e = d->codebooks + cb_n * q + (size_t)ct[q] * V;
+                for (int j = 0; j < V; j++) r[j] += e[j];
+            }
+        }
+        qtts_matmul(y1, s1, T, &d->proj_first, NULL);
+        qtts_matmul(y2, s2, T, &d->proj_rest, NULL);
+        qtts_add_inplace(y1, y2, (size_t)T * R);
+        const int P = K_PRE - 1;
+        for (int c = 0; c < R; c++) memset(A + (size_t)c * (T + P), 0, sizeof(float) * P);
+        qtts_transpose(A + P, (size_t)T + P, y1, R, T, R);
+        emit(hook, "quantizer", A + P, R, T, (size_t)T + P);
+        qtts_conv1d_causal(&d->pre_conv, B, T, A + P, (size_t)T + P, T, false);
+        emit(hook, "pre_conv", B, L, T, T);
+    }
+
+    /* pre_transformer (time-major in A, out in C) -> A[L, T] */
+    qtts_transpose(A, L, B, T, L, T);
+    transformer(d, s->tm, A, C, T);
+    qtts_transpose(A, T, C, L, T, L);
+    emit(hook, "pre_transformer", A, L, T, T);
+
+    /* upsample: x in A [L, n] */
+    int n = T;
+    for (int i = 0; i < d->n_ups; i++) {
+        const qtts_codec_upsample *U = &d->upx[i];
+        const int st = U->stride;
+        qtts_conv1d_causal(&U->tconv, B, n, A, n, n, false);   /* phases [st*L, n] */
+        n *= st;
+        qtts_interleave_phases(C, B, L, n / st, st);            /* x = C [L, n] */
+        const int P = K_DW - 1;
+        pad_copy(A, P, C, n, L, n);
+        qtts_dwconv1d_causal(B, n, A + P, (size_t)n + P, U->dw_w, U->dw_b, L, K_DW, 1, n);
+        qtts_layernorm_channels(B, n, L, n, U->ln_w, U->ln_b, 1e-6f);
+        qtts_conv1d_causal(&U->pw1, A, n, B, n, n, false);     /* [4L, n] */
+        qtts_gelu_erf_inplace(A, (size_t)4 * L * n);
+        qtts_conv1d_causal(&U->pw2, B, n, A, n, n, false);     /* [L, n] */
+        for (int c = 0; c < L; c++) {
+            float *xr = C + (size_t)c * n;
+            const float *yr = B + (size_t)c * n;
+            const float g = U->gamma[c];
+            for (int t = 0; t < n; t++) xr[t] += g * yr[t];
+        }
+        ROT3();                                                 /* x = A */
+        snprintf(stage, sizeof(stage), "upsample.%d", i);
+        emit(hook, stage, A, L, n, n);
+    }
+
+    /* decoder.0 -> x = A [dec_dim, n] */
+    pad_copy(B, K_CONV - 1, A, n, L, n);
+    qtts_conv1d_causal(&d->dec0, C, n, B + K_CONV - 1, (size_t)n + K_CONV - 1, n, false);
+    ROT3();
+    emit(hook, "decoder.0", A, d->dec_dim, n, n);
+
+    int ch = d->dec_dim;
+    for (int b = 0; b < d->n_blocks; b++) {
+        const qtts_codec_block *Bk = &d->blocks[b];
+        const int st = Bk->stride, co = Bk->cout;
+        pad_snake(B, 1, A, n, Bk->ea, Bk->ib, ch, n);
+        qtts_conv1d_causal(&Bk->tconv, C, n, B + 1, (size_t)n + 1, n, false); /* [st*co, n] */
+        qtts_interleave_phases(A, C, co, n, st);                               /* x = A [co, n*st] */
+        n *= st;
+        ch = co;
+        for (int r = 0; r < 3; r++) {
+            const qtts_codec_resunit *Ru = &Bk->res[r];
+            const int P = (K_CONV - 1) * Ru->dil;
+            pad_snake(B, P, A, n, Ru->ea1, Ru->ib1, ch, n);
+            qtts_conv1d_causal(&Ru->conv1, C, n, B + P, (size_t)n + P, n, false);
+            qtts_snake_beta(C, n, C, n, Ru->ea2, Ru->ib2, ch, n);
+            qtts_conv1d_causal(&Ru->conv2, A, n, C, n, n, true);                /* x += ... */
+        }
+        snprintf(stage, sizeof(stage), "decoder.%d", b + 1);
+        emit(hook, stage, A, ch, n, n);
+    }
+
+    /* final SnakeBeta + conv to one channel, clamp */
+    const int P = K_CONV - 1;
+    pad_snake(B, P, A, n, d->out_ea, d->out_ib, ch, n);
+    snprintf(stage, sizeof(stage), "decoder.%d", d->n_blocks + 1);
+    emit(hook, stage, B + P, ch, n, (size_t)n + P);
+    qtts_conv1d_causal(&d->dec_out, wav, n, B + P, (size_t)n + P, n, false);
+    snprintf(stage, sizeof(stage), "decoder.%d", d->n_blocks + 2);
+    emit(hook, stage, wav, 1, n, n);
+#undef ROT3
+    QTTS_ASSERT(n == T * d->upsample);
+    for (int t = 0; t < n; t++) {
+        const float x = wav[t];
+        if (!isfinite(x))
+            return qtts_fail(err, QTTS_ERR_NUMERIC, "codec decode: non-finite sample %d", t);
+        wav[t] = x < -1.0f ? -1.0f : (x > 1.0f ? 1.0f : x);
+    }
+    return QTTS_OK;
+}
+
+static qtts_status check_args(const qtts_codec_decoder *d, const int32_t *codes, int T,
+                              const float *wav_out, qtts_err *err) {
+    if (!d || T < 0 || (T > 0 && (!codes || !wav_out)))
+        return qtts_fail(err, QTTS_ERR_INVALID, "codec decode: bad arguments (T = %d)", T);
+    if ((int64_t)T * d->upsample > INT_MAX / 2)
+        return qtts_fail(err, QTTS_ERR_LIMIT, "codec decode: %d frames is too long", T);
+    return check_codes(d, codes, T, err);
+}
+
+qtts_status qtts_codec_decode_window(const qtts_codec_decoder *d, const int32_t *codes, int T,
+                                     float *wav_out, const qtts_codec_hook *hook, qtts_err *err) {
+    qtts_status st = check_args(d, codes, T, wav_out, err);
+    if (st != QTTS_OK || T == 0) return st;
+    scratch s;
+    st = scratch_alloc(d, T, &s, err);
+    if (st == QTTS_OK) st = window_run(d, &s, codes, T, wav_out, hook, err);
+    scratch_free(&s);
+    return st;
+}
+
+qtts_status qtts_codec_decode(const qtts_codec_decoder *d, const int32_t *codes, int T,
+                              float *wav_out, qtts_err *err) {
+    qtts_status st = check_args(d, codes, T, wav_out, err);
+    if (st != QTTS_OK || T == 0) return st;
+    /* windows exactly as the reference's chunked_decode */
+    int wmax = 0;
+    for (int start = 0; start < T;) {
+        const int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, T);
+        const int ctx = start - QTTS_CODEC_LEFT_CONTEXT > 0 ? QTTS_CODEC_LEFT_CONTEXT : start;
+        wmax = QTTS_MAX(wmax, end - start + ctx);
+        start = end;
+    }
+    scratch s;
+    st = scratch_alloc(d, wmax, &s, err);
+    if (st != QTTS_OK) return st;
+    const size_t U = (size_t)d->upsample;
+    float *wtmp = qtts_aligned_alloc(sizeof(float) * U * wmax);
+    if (!wtmp) st = nomem(err, "window waveform");
+    for (int start = 0; st == QTTS_OK && start < T;) {
+        const int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, T);
+        const int ctx = start - QTTS_CODEC_LEFT_CONTEXT > 0 ? QTTS_CODEC_LEFT_CONTEXT : start;
+        st = window_run(d, &s, codes + (size_t)(start - ctx) * d->n_q, end - start + ctx, wtmp,
+                        NULL, err);
+        if (st == QTTS_OK)
+            memcpy(wav_out + (size_t)start * U, wtmp + (size_t)ctx * U,
+                   sizeof(float) * U * (size_t)(end - start));
+        start = end;
+    }
+    qtts_free(wtmp);
+    scratch_free(&s);
+    return st;
+}

@@ -1,0 +1,141 @@
+/*
+ * codec_decoder.h - the 12 Hz speech-tokenizer decoder: audio codes
+ * [T, Q] (Q = num_quantizers = 16, values 0..codebook_size-1) -> 24 kHz
+ * mono waveform [T * U] (U = decode_upsample_rate = 1920), fp32.
+ *
+ * Dataflow of one window (full-size dims; channel-major [C, n] unless
+ * noted; every stage name is the reference's module name and the stage
+ * hook sees exactly that module's output):
+ *
+ *   codes [T, 16]
+ *   quantizer       cb_q = embedding_sum_q / max(cluster_usage_q, 1e-5) (at load)
+ *                   s1 = cb_0[c0], s2 = cb_1[c1] + ... + cb_15[c15]        [T, 256]
+ *                   z = proj_first·s1 + proj_rest·s2                       [512, T]
+ *   pre_conv        causal conv k3                                         [1024, T]
+ *   pre_transformer (time-major [T, .]) input_proj 1024->512, 8 x {RMSNorm,
+ *                   MHA 16x64 RoPE, sliding window 72, LayerScale; RMSNorm,
+ *                   SwiGLU 512->1024->512, LayerScale}, RMSNorm,
+ *                   output_proj 512->1024                                  [1024, T]
+ *   upsample.i      i = 0,1: ConvTranspose k2 s2, then ConvNeXt (dwconv k7,
+ *                   LayerNorm, 1024->4096, GELU, 4096->1024, gamma, +res)   [1024, 4T]
+ *   decoder.0       causal conv k7                                         [1536, 4T]
+ *   decoder.1..4    SnakeBeta, ConvTranspose k2r s r (trimmed to n*r), 3
+ *                   residual units (dilation 1,3,9), r = 8,5,4,3;
+ *                   channels 1536 -> 768 -> 384 -> 192 -> 96               [96, 1920T]
+ *   decoder.5       SnakeBeta                                              [96, 1920T]
+ *   decoder.6       causal conv k7 96->1                                   [1, 1920T]
+ *   clamp(-1, 1)    -> wav [1920T]
+ *
+ * qtts_codec_decode runs the reference's chunked decode: windows of 300
+ * frames, each decoded from scratch with up to 25 frames of left context
+ * whose samples are dropped (positions and conv padding restart per window).
+ */
+#ifndef QTTS_CODEC_DECODER_H
+#define QTTS_CODEC_DECODER_H
+
+#include "../base/base.h"
+#include "../io/config.h"
+#include "../io/safetensors.h"
+#include "../kernels/kernels.h"
+
+#define QTTS_CODEC_CHUNK 300        /* frames per chunked-decode window */
+#define QTTS_CODEC_LEFT_CONTEXT 25  /* frames of left context per window */
+#define QTTS_CODEC_MAX_UPS 2        /* upsampling_ratios entries */
+#define QTTS_CODEC_MAX_BLOCKS 4     /* upsample_rates entries */
+
+typedef struct {
+    qtts_mat q, k, v, o;            /* [H*D, hidden] x3, [hidden, H*D] */
+    qtts_mat gate, up, down;        /* [inter, hidden] x2, [hidden, inter] */
+    float *in_norm, *post_norm;     /* [hidden] */
+    float *attn_scale, *mlp_scale;  /* [hidden] LayerScale */
+} qtts_codec_layer;
+
+typedef struct {
+    int stride;
+    qtts_conv1d tconv;              /* polyphase [stride*latent, latent], 1 tap */
+    float *dw_w, *dw_b;             /* [latent, 7], [latent] */
+    float *ln_w, *ln_b;             /* [latent] */
+    qtts_conv1d pw1, pw2;           /* 1x1: [4*latent, latent], [latent, 4*latent] */
+    float *gamma;                   /* [latent] */
+} qtts_codec_upsample;
+
+typedef struct {
+    int dil;
+    float *ea1, *ib1, *ea2, *ib2;   /* SnakeBeta act1/act2 [C] */
+    qtts_conv1d conv1, conv2;       /* [C, C, 7] dilated, [C, C, 1] */
+} qtts_codec_resunit;
+
+typedef struct {
+    int cin, cout, stride;
+    float *ea, *ib;                 /* SnakeBeta [cin] */
+    qtts_conv1d tconv;              /* polyphase [stride*cout, cin], 2 taps */
+    qtts_codec_resunit res[3];
+} qtts_codec_block;
+
+typedef struct qtts_codec_decoder {
+    /* dimensions (from the parsed config, checked against the file) */
+    int n_q, cb_size, cb_vec;       /* 16, 2048, codebook_dim/2 = 256 */
+    int rvq_dim, latent, dec_dim;   /* codebook_dim 512, 1024, 1536 */
+    int hidden, inter, heads, kv_heads, head_dim, layers, window;
+    float rms_eps;
+    double rope_theta;
+    int n_ups, ups[QTTS_CODEC_MAX_UPS];
+    int n_blocks, rates[QTTS_CODEC_MAX_BLOCKS];
+    int upsample;                   /* samples per frame, 1920 */
+
+    qtts_st_set *st;                /* owns the mapping the qtts_mat views point into */
+
+    float *codebooks;               /* [n_q, cb_size, cb_vec] normalised */
+    qtts_mat proj_first, proj_rest; /* [rvq_dim, cb_vec] */
+    qtts_conv1d pre_conv;           /* [latent, rvq_dim, 3] */
+
+    qtts_mat in_proj, out_proj;     /* [hidden, latent], [latent, hidden] */
+    float *in_proj_b, *out_proj_b;  /* [hidden], [latent] */
+    qtts_codec_layer *tl;           /* [layers] */
+    float *final_norm;              /* [hidden] */
+
+    qtts_codec_upsample upx[QTTS_CODEC_MAX_UPS];
+    qtts_conv1d dec0;               /* [dec_dim, latent, 7] */
+    qtts_codec_block blocks[QTTS_CODEC_MAX_BLOCKS];
+    float *out_ea, *out_ib;         /* decoder.5 SnakeBeta [dec_dim >> n_blocks] */
+    qtts_conv1d dec_out;            /* decoder.6 [1, dec_dim >> n_blocks, 7] */
+
+    void **owned;                   /* every owned small array, freed at the end */
+    int n_owned, cap_owned;
+} qtts_codec_decoder;
+
+/* Load <model_dir>/speech_tokenizer/model.safetensors (or its sharded
+ * index) against cfg->codec. Every decoder tensor is shape-checked; errors
+ * name the tensor. encoder.* tensors are ignored. */
+qtts_status qtts_codec_decoder_load(const char *model_dir, const qtts_config *cfg,
+                                    qtts_codec_decoder **out, qtts_err *err);
+void qtts_codec_decoder_free(qtts_codec_decoder *d);   /* NULL ok */
+
+/* Per-stage observer (tests, debugging): called with each stage's output
+ * as channel-major [channels, frames] with row stride ld. Stage names:
+ * "quantizer", "pre_conv", "pre_transformer", "upsample.<i>",
+ * "decoder.<i>" (decoder.<last> is the final conv's output before the
+ * clamp). The data is only valid during the call. */
+typedef void (*qtts_codec_hook_fn)(void *user, const char *stage, const float *x, int channels,
+                                   int frames, size_t ld);
+typedef struct {
+    qtts_codec_hook_fn fn;
+    void *user;
+} qtts_codec_hook;
+
+/* Samples per frame (1920). */
+static inline int qtts_codec_samples_per_frame(const qtts_codec_decoder *d) { return d->upsample; }
+
+/* One fresh full-decoder run over codes[T, n_q] (row-major): positions
+ * start at 0 and convolutions see zeros before frame 0. wav_out receives
+ * T * upsample samples, clamped to [-1, 1]. hook may be NULL. T = 0 is a
+ * no-op. Codes outside [0, codebook_size) are QTTS_ERR_INVALID. */
+qtts_status qtts_codec_decode_window(const qtts_codec_decoder *d, const int32_t *codes, int T,
+                                     float *wav_out, const qtts_codec_hook *hook, qtts_err *err);
+
+/* The reference's decode: chunked_decode(chunk 300, left context 25) over
+ * codes[T, n_q]; wav_out receives T * upsample samples. */
+qtts_status qtts_codec_decode(const qtts_codec_decoder *d, const int32_t *codes, int T,
+                              float *wav_out, qtts_err *err);
+
+#endif
