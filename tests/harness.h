@@ -38,12 +38,18 @@ static const char *test_cur_name_;
         }                                                                     \
     } while (0)
 
-/* Stop the current test function (after a failed CHECK that makes the rest
- * meaningless). */
+/* Like CHECK, but stops the current test function (the condition is
+ * evaluated once). */
 #define REQUIRE(cond, ...)                                                    \
     do {                                                                      \
-        CHECK(cond, __VA_ARGS__);                                             \
-        if (!(cond)) return;                                                  \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "  FAIL %s (%s:%d): %s: ", test_cur_name_, __FILE__, \
+                    __LINE__, #cond);                                         \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fputc('\n', stderr);                                              \
+            test_cur_failed_++;                                               \
+            return;                                                           \
+        }                                                                     \
     } while (0)
 
 #define TEST_RUN(fn)                                                          \
