@@ -1,0 +1,459 @@
+/*
+ * test_engine.c - end to end through the public API (include/qwen3_tts.h)
+ * and the CLI, against the official reference's goldens.
+ *
+ * For every CustomVoice / VoiceDesign golden case the request is built
+ * only from the case's JSON inputs (text, speaker, language, instruct, text
+ * mode, max_new_tokens, greedy), so this covers tokenization, the prompt
+ * layout, the talker and code predictor, sampling rules, the EOS logic and
+ * the chunked codec decode together:
+ *   - codes identical to the reference's `codes` (greedy is deterministic;
+ *     the cases' smallest top-2 margins are >= 2e-4, far above our ~1e-6
+ *     logit error, so no near-tie exemption is needed),
+ *   - waveform max |error| <= 1e-4 against `wav`.
+ * The CLI part checks --codes-out / --codes-in and that bad input is a
+ * clear message and a non-zero exit, never a crash.
+ */
+#include <dirent.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "qwen3_tts.h"
+#include "base/json.h"
+#include "io/safetensors.h"
+
+#define GOLDEN QTTS_FIXTURES "/golden"
+#define MODELS QTTS_FIXTURES "/models"
+
+typedef struct {
+    int32_t *codes;
+    int n_frames, cap;
+    float *pcm;
+    size_t n, pcm_cap;
+} collect;
+
+static int on_frame(void *user, int idx, const int32_t codes[QTTS_NUM_CODEBOOKS]) {
+    collect *c = user;
+    if (idx != c->n_frames) return 1;
+    if (c->n_frames == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        c->codes = realloc(c->codes, (size_t)c->cap * QTTS_NUM_CODEBOOKS * sizeof(int32_t));
+        if (!c->codes) return 1;
+    }
+    memcpy(c->codes + (size_t)c->n_frames * QTTS_NUM_CODEBOOKS, codes,
+           QTTS_NUM_CODEBOOKS * sizeof(int32_t));
+    c->n_frames++;
+    return 0;
+}
+
+static int on_audio(void *user, const float *pcm, size_t n) {
+    collect *c = user;
+    if (c->n + n > c->pcm_cap) {
+        c->pcm_cap = (c->n + n) * 2;
+        c->pcm = realloc(c->pcm, c->pcm_cap * sizeof(float));
+        if (!c->pcm) return 1;
+    }
+    memcpy(c->pcm + c->n, pcm, n * sizeof(float));
+    c->n += n;
+    return 0;
+}
+
+static qtts_json *load_json(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    qtts_json_limits lim = qtts_json_limits_files();
+    qtts_err err;
+    return qtts_json_parse(buf, n, &lim, path, &err);
+}
+
+static const char *json_str_or_null(const qtts_json *o, const char *key) {
+    const qtts_json *v = qtts_json_get(o, key);
+    return v && v->type == QTTS_JSON_STRING ? v->str : NULL;
+}
+
+/* One golden case through qtts_synthesize. */
+static void run_case(qtts_engine *eng, const char *model, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, GOLDEN "/%s/%s.json", model, name);
+    qtts_json *doc = load_json(path);
+    REQUIRE(doc, "cannot parse %s", path);
+    const qtts_json *in = qtts_json_get(doc, "inputs");
+    int64_t max_new = 0;
+    bool ns = true;
+    CHECK(in && qtts_json_get_int(in, "max_new_tokens", &max_new), "%s: max_new_tokens", path);
+    CHECK(in && qtts_json_get_bool(in, "non_streaming_mode", &ns), "%s: non_streaming_mode", path);
+
+    qtts_request req;
+    qtts_request_init(&req);
+    req.text = json_str_or_null(in, "text");
+    req.speaker = json_str_or_null(in, "speaker");
+    req.language = json_str_or_null(in, "language");
+    req.instruct = json_str_or_null(in, "instruct");
+    req.text_mode = ns ? QTTS_TEXT_MODE_NON_STREAMING : QTTS_TEXT_MODE_STREAMING;
+    req.do_sample = 0;
+    req.subtalker_do_sample = 0;
+    req.max_new_tokens = (int)max_new;
+    collect c = {0};
+    req.on_frame = on_frame;
+    req.on_audio = on_audio;
+    req.user = &c;
+
+    qtts_error err = {0};
+    qtts_session *s = qtts_session_new(eng, &err);
+    qtts_result res;
+    qtts_status st = s ? qtts_synthesize(s, &req, &res, &err) : err.status;
+    CHECK(st == QTTS_OK, "%s/%s: %s", model, name, err.msg);
+
+    snprintf(path, sizeof path, GOLDEN "/%s/%s.safetensors", model, name);
+    qtts_st_file *gf = NULL;
+    qtts_err gerr;
+    if (st == QTTS_OK && qtts_st_open(path, &gf, &gerr) == QTTS_OK) {
+        const qtts_tensor *codes = qtts_st_find(gf, "codes");
+        const qtts_tensor *wav = qtts_st_find(gf, "wav");
+        CHECK(codes && codes->dtype == QTTS_DT_I64 && codes->rank == 2, "%s: codes", path);
+        CHECK(wav && wav->dtype == QTTS_DT_F32, "%s: wav", path);
+        if (codes && wav) {
+            int F = (int)codes->shape[0];
+            CHECK(c.n_frames == F, "%s/%s: %d frames, reference %d", model, name, c.n_frames, F);
+            CHECK(res.n_frames == F, "%s/%s: result says %d frames", model, name, res.n_frames);
+            const int64_t *g = codes->data;
+            int first_diff = -1;
+            for (int i = 0; i < F * 16 && i < c.n_frames * 16; i++)
+                if (c.codes[i] != g[i]) {
+                    first_diff = i;
+                    break;
+                }
+            CHECK(first_diff < 0, "%s/%s: codes differ first at frame %d codebook %d (%d vs %lld)",
+                  model, name, first_diff / 16, first_diff % 16, c.codes[first_diff],
+                  (long long)g[first_diff]);
+            CHECK(c.n == wav->numel, "%s/%s: %zu samples, reference %llu", model, name, c.n,
+                  (unsigned long long)wav->numel);
+            CHECK(res.n_samples == c.n, "%s/%s: result says %zu samples", model, name, res.n_samples);
+            if (c.n == wav->numel && first_diff < 0) {
+                size_t at;
+                double e = test_max_abs_err(c.pcm, wav->data, c.n, &at);
+                CHECK(e <= 1e-4, "%s/%s: waveform max abs error %.3g at sample %zu", model, name, e, at);
+            }
+        }
+        qtts_st_close(gf);
+    } else if (st == QTTS_OK) {
+        CHECK(0, "%s", gerr.msg);
+    }
+    qtts_session_free(s);
+    qtts_json_free(doc);
+    free(c.codes);
+    free(c.pcm);
+}
+
+static void run_model(const char *model) {
+    char dir[256];
+    snprintf(dir, sizeof dir, MODELS "/%s", model);
+    qtts_engine *eng = NULL;
+    qtts_error err;
+    REQUIRE(qtts_engine_open(dir, NULL, &eng, &err) == QTTS_OK, "%s", err.msg);
+    char gdir[256];
+    snprintf(gdir, sizeof gdir, GOLDEN "/%s", model);
+    DIR *d = opendir(gdir);
+    CHECK(d, "%s: %s", gdir, strerror(errno));
+    int n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l < 6 || strcmp(de->d_name + l - 5, ".json")) continue;
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(l - 5), de->d_name);
+        run_case(eng, model, name);
+        n++;
+    }
+    if (d) closedir(d);
+    CHECK(n >= 3, "%s: only %d golden cases found", model, n);
+    qtts_engine_close(eng);
+}
+
+static void test_goldens_cv06(void) { run_model("cv06"); }
+static void test_goldens_cv17(void) { run_model("cv17"); }
+static void test_goldens_vd17(void) { run_model("vd17"); }
+
+/* ==== API-level bad input ================================================== */
+
+static void test_api_errors(void) {
+    qtts_engine *eng = NULL;
+    qtts_error err;
+    CHECK(qtts_engine_open("/nonexistent/model", NULL, &eng, &err) != QTTS_OK && !eng,
+          "opening a missing directory must fail");
+    CHECK(strstr(err.msg, "/nonexistent/model"), "message names the path: %s", err.msg);
+
+    REQUIRE(qtts_engine_open(MODELS "/cv06", NULL, &eng, &err) == QTTS_OK, "%s", err.msg);
+    qtts_session *s = qtts_session_new(eng, &err);
+    REQUIRE(s, "%s", err.msg);
+    qtts_request req;
+    struct {
+        const char *text, *speaker, *language, *want;
+        qtts_status st;
+    } cases[] = {
+        {"Hello.", "nobody", "english", "vivian", QTTS_ERR_INVALID},  /* lists valid speakers */
+        {"Hello.", "vivian", "klingon", "english", QTTS_ERR_INVALID}, /* lists languages */
+        {"Hello.", NULL, "english", "needs a speaker", QTTS_ERR_INVALID},
+        {"", "vivian", "english", "empty", QTTS_ERR_INVALID},
+        {"  \n\t ", "vivian", "english", "empty", QTTS_ERR_INVALID},
+        {"bad \xff utf8", "vivian", "english", "UTF-8", QTTS_ERR_INVALID},
+        {"overlong \xc0\xaf", "vivian", "english", "UTF-8", QTTS_ERR_INVALID},
+    };
+    for (size_t i = 0; i < QTTS_ARRAY_LEN(cases); i++) {
+        qtts_request_init(&req);
+        req.text = cases[i].text;
+        req.speaker = cases[i].speaker;
+        req.language = cases[i].language;
+        req.max_new_tokens = 3;
+        memset(&err, 0, sizeof err);
+        qtts_status st = qtts_synthesize(s, &req, NULL, &err);
+        CHECK(st == cases[i].st, "case %zu: status %d, want %d (%s)", i, st, cases[i].st, err.msg);
+        CHECK(strstr(err.msg, cases[i].want), "case %zu: message '%s' lacks '%s'", i, err.msg,
+              cases[i].want);
+    }
+    /* over-long text */
+    size_t big = 70 * 1024;
+    char *t = malloc(big + 1);
+    REQUIRE(t, "oom");
+    memset(t, 'a', big);
+    t[big] = 0;
+    qtts_request_init(&req);
+    req.text = t;
+    req.speaker = "vivian";
+    CHECK(qtts_synthesize(s, &req, NULL, &err) == QTTS_ERR_LIMIT, "long text: %s", err.msg);
+    free(t);
+    /* bad sampling parameters */
+    qtts_request_init(&req);
+    req.text = "Hi.";
+    req.speaker = "vivian";
+    req.temperature = 0;
+    req.do_sample = 1;
+    CHECK(qtts_synthesize(s, &req, NULL, &err) == QTTS_ERR_INVALID && strstr(err.msg, "temperature"),
+          "temperature 0: %s", err.msg);
+    /* instruct on 0.6B: a warning, not an error (the reference drops it) */
+    qtts_request_init(&req);
+    req.text = "Hi.";
+    req.speaker = "vivian";
+    req.instruct = "Whisper.";
+    req.max_new_tokens = 3;
+    req.do_sample = 0;
+    qtts_result res;
+    CHECK(qtts_synthesize(s, &req, &res, &err) == QTTS_OK, "%s", err.msg);
+    CHECK(strstr(res.warning, "instruct"), "warning: '%s'", res.warning);
+    /* decode: out-of-range code */
+    int32_t codes[16] = {0};
+    codes[5] = 5000;
+    CHECK(qtts_decode_codes(s, codes, 1, NULL, NULL, &err) == QTTS_ERR_INVALID &&
+              strstr(err.msg, "5000"),
+          "bad code: %s", err.msg);
+    qtts_session_free(s);
+    qtts_engine_close(eng);
+}
+
+/* ==== CLI ================================================================== */
+
+static char tmpdir[256];
+
+/* Runs a shell command; returns its exit status and captures stderr. */
+static int sh(char *errout, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int sh(char *errout, size_t cap, const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[4608];
+    snprintf(full, sizeof full, "%s 2>%s/stderr.txt", cmd, tmpdir);
+    int rc = system(full);
+    if (errout) {
+        errout[0] = 0;
+        char p[300];
+        snprintf(p, sizeof p, "%s/stderr.txt", tmpdir);
+        FILE *f = fopen(p, "r");
+        if (f) {
+            size_t n = fread(errout, 1, cap - 1, f);
+            errout[n] = 0;
+            fclose(f);
+        }
+    }
+    if (rc == -1) return -1;
+    if (WIFSIGNALED(rc)) return 128 + WTERMSIG(rc);
+    return WEXITSTATUS(rc);
+}
+
+static void test_cli_codes_roundtrip(void) {
+    char msg[4096];
+    const char *bin = QTTS_BIN;
+    /* en_vivian_ns: english, vivian, non-streaming, max_new_tokens 16 -> 15 frames */
+    qtts_json *doc = load_json(GOLDEN "/cv06/en_vivian_ns.json");
+    REQUIRE(doc, "golden json");
+    const char *text = json_str_or_null(qtts_json_get(doc, "inputs"), "text");
+    REQUIRE(text, "text");
+    char tf[300];
+    snprintf(tf, sizeof tf, "%s/text.txt", tmpdir);
+    FILE *f = fopen(tf, "w");
+    REQUIRE(f, "tmp");
+    fputs(text, f);
+    fclose(f);
+    qtts_json_free(doc);
+    int rc = sh(msg, sizeof msg,
+                "%s synth -m " MODELS "/cv06 -s vivian -l english --non-streaming-text --greedy "
+                "--max-frames 15 --text-file %s -o %s/a.wav --f32 --codes-out %s/a.codes -q",
+                bin, tf, tmpdir, tmpdir);
+    REQUIRE(rc == 0, "synth exit %d: %s", rc, msg);
+
+    /* the codes file equals the golden codes */
+    qtts_st_file *gf;
+    qtts_err e;
+    REQUIRE(qtts_st_open(GOLDEN "/cv06/en_vivian_ns.safetensors", &gf, &e) == QTTS_OK, "%s", e.msg);
+    const qtts_tensor *codes = qtts_st_find(gf, "codes");
+    char cp[300];
+    snprintf(cp, sizeof cp, "%s/a.codes", tmpdir);
+    f = fopen(cp, "r");
+    CHECK(f, "codes file missing");
+    int frames = 0, bad = 0;
+    long v;
+    for (int i = 0; f && fscanf(f, "%ld", &v) == 1; i++) {
+        if (i >= (int)codes->numel || v != ((const int64_t *)codes->data)[i]) bad++;
+        frames = i / 16 + 1;
+    }
+    if (f) fclose(f);
+    CHECK(frames == (int)codes->shape[0] && !bad, "codes file: %d frames, %d mismatches", frames, bad);
+
+    /* decoding the codes file reproduces the same audio */
+    rc = sh(msg, sizeof msg, "%s synth -m " MODELS "/cv06 --codes-in %s/a.codes -o %s/b.wav --f32 -q",
+            bin, tmpdir, tmpdir);
+    CHECK(rc == 0, "codes-in exit %d: %s", rc, msg);
+    rc = sh(msg, sizeof msg, "cmp -s %s/a.wav %s/b.wav", tmpdir, tmpdir);
+    CHECK(rc == 0, "--codes-in output differs from the synthesized WAV");
+    qtts_st_close(gf);
+}
+
+static void copy_model(const char *src, const char *dst) {
+    char msg[512];
+    int rc = sh(msg, sizeof msg, "rm -rf %s && cp -rL %s %s", dst, src, dst);
+    CHECK(rc == 0, "copy model: %s", msg);
+}
+
+static void test_cli_bad_input(void) {
+    const char *bin = QTTS_BIN;
+    char msg[4096], bad[300];
+    snprintf(bad, sizeof bad, "%s/badmodel", tmpdir);
+    struct {
+        const char *args, *want;
+    } cases[] = {
+        {"synth", "-m MODEL_DIR is required"},
+        {"synth -m /nonexistent -s vivian --text hi -o /dev/null", "/nonexistent"},
+        {"synth -m " MODELS "/cv06 -s nobody --text hi -o /dev/null", "vivian"},
+        {"synth -m " MODELS "/cv06 -s vivian -l klingon --text hi -o /dev/null", "english"},
+        {"synth -m " MODELS "/cv06 -s vivian --text '' -o /dev/null", "empty"},
+        {"synth -m " MODELS "/cv06 -s vivian --text \"$(printf 'a\\377b')\" --max-frames 2 -o /dev/null", "UTF-8"},
+        {"synth -m " MODELS "/cv06 -s vivian --text hi --top-p 2 -o /dev/null", "--top-p"},
+        {"synth -m " MODELS "/cv06 -s vivian --text hi --max-frames -3 -o /dev/null", "--max-frames"},
+        {"synth -m " MODELS "/cv06 -s vivian --text hi --seed x -o /dev/null", "--seed"},
+        {"synth -m " MODELS "/cv06 --bogus", "unknown option"},
+        {"synth -m " MODELS "/cv06 --codes-in /nonexistent.codes -o /dev/null", "nonexistent.codes"},
+        {"synth -m " MODELS "/cv06 -s vivian --text hi -o /nonexistent/dir/x.wav --max-frames 2",
+         "/nonexistent/dir/x.wav"},
+        {"frobnicate", "unknown command"},
+    };
+    for (size_t i = 0; i < QTTS_ARRAY_LEN(cases); i++) {
+        int rc = sh(msg, sizeof msg, "%s %s", bin, cases[i].args);
+        CHECK(rc != 0 && rc < 128, "'%s': exit %d (want a clean non-zero exit)", cases[i].args, rc);
+        CHECK(strstr(msg, cases[i].want), "'%s': message '%s' lacks '%s'", cases[i].args, msg,
+              cases[i].want);
+    }
+    /* instruct on 0.6B CustomVoice: works, with a warning */
+    int rc = sh(msg, sizeof msg,
+                "%s synth -m " MODELS "/cv06 -s vivian --text hi -i 'Whisper' --max-frames 2 -o /dev/null",
+                bin);
+    CHECK(rc == 0 && strstr(msg, "warning") && strstr(msg, "instruct"), "instruct warning: %d %s", rc,
+          msg);
+
+    /* codes files: malformed */
+    const char *bad_codes[] = {"1 2 3\n", "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n",
+                               "a b c\n", "-1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", "",
+                               "99999999 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+                               "5000 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"};
+    for (size_t i = 0; i < QTTS_ARRAY_LEN(bad_codes); i++) {
+        char p[300];
+        snprintf(p, sizeof p, "%s/bad.codes", tmpdir);
+        FILE *f = fopen(p, "w");
+        REQUIRE(f, "tmp");
+        fputs(bad_codes[i], f);
+        fclose(f);
+        rc = sh(msg, sizeof msg, "%s synth -m " MODELS "/cv06 --codes-in %s -o /dev/null", bin, p);
+        CHECK(rc != 0 && rc < 128 && strlen(msg) > 0, "bad codes file %zu: exit %d '%s'", i, rc, msg);
+    }
+
+    /* damaged model directories */
+    struct {
+        const char *damage, *want;
+    } models[] = {
+        {"rm %s/config.json", "config.json"},
+        {"echo '{' > %s/config.json", "config.json"},
+        {"rm %s/model.safetensors", "model.safetensors"},
+        {"truncate -s 1000 %s/model.safetensors", "model.safetensors"},
+        {"rm %s/vocab.json", "vocab.json"},
+        {"echo '{\"a\": 1}' > %s/vocab.json", "vocab"},
+        {"rm %s/speech_tokenizer/model.safetensors", "model.safetensors"},
+        {"cp -L " MODELS "/cv17/model.safetensors %s/model.safetensors", "shape"},
+    };
+    for (size_t i = 0; i < QTTS_ARRAY_LEN(models); i++) {
+        copy_model(MODELS "/cv06", bad);
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, models[i].damage, bad);
+        rc = sh(msg, sizeof msg, "%s", cmd);
+        CHECK(rc == 0, "damage '%s' failed", cmd);
+        rc = sh(msg, sizeof msg, "%s synth -m %s -s vivian --text hi -o /dev/null --max-frames 2", bin,
+                bad);
+        CHECK(rc != 0 && rc < 128, "damaged model '%s': exit %d", models[i].damage, rc);
+        CHECK(strstr(msg, models[i].want), "damaged model '%s': message '%s' lacks '%s'",
+              models[i].damage, msg, models[i].want);
+    }
+}
+
+static void test_cli_lists(void) {
+    char msg[1024];
+    char out[300];
+    snprintf(out, sizeof out, "%s/list.txt", tmpdir);
+    int rc = sh(msg, sizeof msg, "%s synth -m " MODELS "/cv06 --list-speakers --list-languages > %s",
+                QTTS_BIN, out);
+    REQUIRE(rc == 0, "exit %d: %s", rc, msg);
+    FILE *f = fopen(out, "r");
+    REQUIRE(f, "list output");
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    const char *want[] = {"vivian\n", "eric\n", "dylan\n", "auto\n", "english\n", "chinese\n"};
+    for (size_t i = 0; i < QTTS_ARRAY_LEN(want); i++)
+        CHECK(strstr(buf, want[i]), "list lacks %s", want[i]);
+    CHECK(!strstr(buf, "dialect"), "dialect keys are not user languages");
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/qtts_test_engine_XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    TEST_RUN(test_goldens_cv06);
+    TEST_RUN(test_goldens_cv17);
+    TEST_RUN(test_goldens_vd17);
+    TEST_RUN(test_api_errors);
+    TEST_RUN(test_cli_codes_roundtrip);
+    TEST_RUN(test_cli_bad_input);
+    TEST_RUN(test_cli_lists);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    TEST_END();
+}
