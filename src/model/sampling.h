@@ -6,6 +6,9 @@
  *      utterance: s < 0 ? s*p : s/p in fp32 (p rounded to fp32, as torch
  *      does with a Python scalar); skipped when p == 1
  *   2. min-new-tokens: while n_history < min_new_tokens, s[eos] = -inf
+ *      (HF builds two processors for this, MinLength with min_length =
+ *      2 + 0 prompt ids since the prompt is inputs_embeds, and
+ *      MinNewTokensLength; both block EOS while fewer than 2 ids exist)
  *   3. suppress: s[i] = -inf for i in [suppress_begin, suppress_end)
  *      except eos
  *   then qtts_sample(): greedy = argmax of the scores as processed so far

@@ -3,11 +3,21 @@
  *
  * Constants marked "torch" were produced once with transformers 4.57.3 /
  * torch on CPU (TopPLogitsWarper, torch.sort); the RNG constants come from
- * the published xoshiro256** and splitmix64 algorithms. Statistical checks
+ * the published xoshiro256** and splitmix64 algorithms.
+ *
+ * The official goldens (tests/fixtures/golden/sampler.{safetensors,json},
+ * written by tools/reference/make_goldens.py) hold, per parameter set, the
+ * processor list HF generate built for the talker or the code predictor,
+ * random logits rows with histories, and the scores after every processor.
+ * test_golden_* checks that our gating builds the same list, that each
+ * stage is bit-identical, that qtts_sample leaves the last stage behind,
+ * and that its draws follow the reference probabilities. Statistical checks
  * use fixed seeds, so they are deterministic; their bounds are set so that
  * a correct sampler would fail them with probability below about 1e-4.
  */
 #include "harness.h"
+#include "base/json.h"
+#include "io/safetensors.h"
 #include "model/sampling.h"
 
 #include <stdint.h>
@@ -508,6 +518,338 @@ static void test_talker_rules(void) {
     CHECK(same_bits(s[2150], four / pen), "eos penalised when repeated: %g", s[2150]);
 }
 
+
+/* ---- official goldens ---- */
+
+typedef struct {
+    qtts_st_file *st;
+    qtts_json *doc;
+    char *text;
+} goldens;
+
+/* Python's json.dump writes float('-inf') (e.g. a warper's filter_value)
+ * as the non-JSON token -Infinity; blank such tokens outside strings to
+ * null so the strict reader accepts the file. */
+static void python_json_to_strict(char *t, size_t n) {
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        if (in_str) {
+            if (t[i] == '\\') i++;
+            else if (t[i] == '"') in_str = false;
+            continue;
+        }
+        if (t[i] == '"') {
+            in_str = true;
+            continue;
+        }
+        size_t len = 0;
+        if (n - i >= 9 && memcmp(t + i, "-Infinity", 9) == 0) len = 9;
+        else if (n - i >= 8 && memcmp(t + i, "Infinity", 8) == 0) len = 8;
+        if (len) {
+            memcpy(t + i, "null", 4);
+            memset(t + i + 4, ' ', len - 4);
+            i += len - 1;
+        }
+    }
+}
+
+static bool golden_open(goldens *g) {
+    memset(g, 0, sizeof *g);
+    qtts_err err = {0};
+    const char *stp = QTTS_FIXTURES "/golden/sampler.safetensors";
+    const char *jsp = QTTS_FIXTURES "/golden/sampler.json";
+    if (qtts_st_open(stp, &g->st, &err) != QTTS_OK) {
+        CHECK(0, "%s", err.msg);
+        return false;
+    }
+    size_t len = 0;
+    if (qtts_read_file(jsp, 1 << 24, &g->text, &len, &err) != QTTS_OK) {
+        CHECK(0, "%s", err.msg);
+        return false;
+    }
+    python_json_to_strict(g->text, len);
+    g->doc = qtts_json_parse(g->text, len, NULL, jsp, &err);
+    CHECK(g->doc != NULL, "%s", err.msg);
+    return g->doc != NULL;
+}
+
+static void golden_close(goldens *g) {
+    qtts_json_free(g->doc);
+    qtts_free(g->text);
+    qtts_st_close(g->st);
+}
+
+/* A tensor of the set: name "<set>.<suffix>", dtype and [rows, cols]. */
+static const qtts_tensor *gtensor(const goldens *g, const char *set, const char *suffix,
+                                  qtts_dtype dt, int64_t rows, int64_t cols) {
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s", set, suffix);
+    const qtts_tensor *t = qtts_st_find(g->st, name);
+    CHECK(t != NULL, "missing tensor %s", name);
+    if (!t) return NULL;
+    bool ok = t->dtype == dt && t->rank == (cols ? 2 : 1) && t->shape[0] == rows &&
+              (!cols || t->shape[1] == cols);
+    CHECK(ok, "tensor %s: dtype %s rank %d", name, qtts_dtype_name(t->dtype), t->rank);
+    return ok ? t : NULL;
+}
+
+static const qtts_tensor *gstage(const goldens *g, const char *full_name, int64_t rows,
+                                 int64_t cols) {
+    const qtts_tensor *t = qtts_st_find(g->st, full_name);
+    CHECK(t != NULL, "missing tensor %s", full_name);
+    if (!t) return NULL;
+    bool ok = t->dtype == QTTS_DT_F32 && t->rank == 2 && t->shape[0] == rows && t->shape[1] == cols;
+    CHECK(ok, "tensor %s: bad dtype/shape", full_name);
+    return ok ? t : NULL;
+}
+
+static double param_num(const qtts_json *wp, const char *key, double dflt) {
+    double v;
+    return qtts_json_get_num(wp, key, &v) ? v : dflt;
+}
+
+static bool param_bool(const qtts_json *wp, const char *key, bool dflt) {
+    bool v;
+    return qtts_json_get_bool(wp, key, &v) ? v : dflt;
+}
+
+/* Number of entries whose bits differ; *first gets the first. */
+static int bit_diffs(const float *a, const float *b, int n, int *first) {
+    int d = 0;
+    *first = -1;
+    for (int i = 0; i < n; i++) {
+        if (!same_bits(a[i], b[i])) {
+            if (*first < 0) *first = i;
+            d++;
+        }
+    }
+    return d;
+}
+
+/* Upper 1e-4 tail of chi-square(df), Wilson-Hilferty. */
+static double chisq_crit(int df) {
+    const double z = 3.719;
+    double a = 2.0 / (9.0 * df);
+    double c = 1.0 - a + z * sqrt(a);
+    return df * c * c * c;
+}
+
+/* Draws n tokens from the softmax of scores[v] through qtts_sample (no
+ * warper active) and compares with probs[v]: no draw where probs is 0, and a
+ * chi-square over cells with expected count >= 5 (the rest pooled). */
+static void check_draws(const char *what, const float *scores, const float *probs, int v, int n,
+                        uint64_t seed) {
+    static long counts[V_TALKER];
+    static float s[V_TALKER];
+    memset(counts, 0, sizeof counts);
+    qtts_rng r;
+    qtts_rng_seed(&r, seed);
+    const qtts_sampler_params plain = {true, 0, 1.0f, 1.0f};
+    for (int i = 0; i < n; i++) {
+        memcpy(s, scores, sizeof(float) * (size_t)v);
+        int t = qtts_sample(s, v, &plain, &r, scratch_buf, NULL);
+        REQUIRE(t >= 0 && t < v, "%s: id %d", what, t);
+        counts[t]++;
+    }
+    double chi = 0, pooled_e = 0, pooled_o = 0;
+    int cells = 0, impossible = 0;
+    for (int i = 0; i < v; i++) {
+        if (probs[i] == 0.0f) {
+            impossible += (int)counts[i];
+            continue;
+        }
+        double e = (double)probs[i] * n;
+        if (e < 5) {
+            pooled_e += e;
+            pooled_o += (double)counts[i];
+            continue;
+        }
+        chi += (counts[i] - e) * (counts[i] - e) / e;
+        cells++;
+    }
+    if (pooled_e >= 5) {
+        chi += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
+        cells++;
+    }
+    CHECK(impossible == 0, "%s: %d draws of zero-probability ids", what, impossible);
+    if (cells >= 2)
+        CHECK(chi < chisq_crit(cells - 1), "%s: chi-square %g over %d cells (limit %g)", what, chi,
+              cells, chisq_crit(cells - 1));
+}
+
+static void test_golden_sampler(void) {
+    goldens g;
+    if (!golden_open(&g)) {
+        golden_close(&g);
+        return;
+    }
+    const qtts_json *sets = qtts_json_get(g.doc, "sets");
+    REQUIRE(sets && sets->type == QTTS_JSON_ARRAY && sets->count > 0, "sampler.json: no sets");
+    static float s[V_TALKER], work[V_TALKER];
+    int n_sets = 0, n_stage_rows = 0, n_talker = 0, n_cp = 0, n_greedy = 0;
+
+    for (size_t si = 0; si < sets->count; si++) {
+        const qtts_json *set = sets->items[si];
+        const char *name = qtts_json_get_str(set, "name");
+        const char *which = qtts_json_get_str(set, "which");
+        int64_t V = 0, N = 0;
+        REQUIRE(name && which && qtts_json_get_int(set, "vocab", &V) &&
+                    qtts_json_get_int(set, "rows", &N) && V > 0 && V <= V_TALKER && N > 0,
+                "set %zu: name/which/vocab/rows", si);
+        const bool talker = strcmp(which, "talker") == 0;
+        const qtts_json *wp = qtts_json_get(set, "wrapper_params");
+        const qtts_json *procs = qtts_json_get(set, "processors");
+        const qtts_json *stages = qtts_json_get(set, "stages");
+        REQUIRE(wp && procs && stages && procs->type == QTTS_JSON_ARRAY &&
+                    stages->type == QTTS_JSON_ARRAY && procs->count == stages->count,
+                "%s: wrapper_params/processors/stages", name);
+
+        /* our parameters, from the wrapper's (defaults as the wrapper's) */
+        const char *pre = talker ? "" : "subtalker_";
+        char key[64];
+        qtts_sampler_params sp;
+        snprintf(key, sizeof key, "%s%s", pre, talker ? "do_sample" : "dosample");
+        sp.do_sample = param_bool(wp, key, true);
+        snprintf(key, sizeof key, "%stemperature", pre);
+        sp.temperature = (float)param_num(wp, key, 0.9);
+        snprintf(key, sizeof key, "%stop_k", pre);
+        sp.top_k = (int)param_num(wp, key, 50);
+        snprintf(key, sizeof key, "%stop_p", pre);
+        sp.top_p = (float)param_num(wp, key, 1.0);
+        const float pen = talker ? (float)param_num(wp, "repetition_penalty", 1.05) : 1.0f;
+        const qtts_talker_rules rules = {pen, 2150, 2, (int)V - 1024, (int)V};
+
+        /* the processor list our gating implies, against the one HF built */
+        const char *want[8];
+        int nw = 0;
+        if (talker) {
+            if (pen != 1.0f) want[nw++] = "RepetitionPenaltyLogitsProcessor";
+            want[nw++] = "MinLengthLogitsProcessor";
+            want[nw++] = "MinNewTokensLengthLogitsProcessor";
+            want[nw++] = "SuppressTokensLogitsProcessor";
+        }
+        if (sp.do_sample) {
+            if (sp.temperature != 1.0f) want[nw++] = "TemperatureLogitsWarper";
+            if (sp.top_k != 0) want[nw++] = "TopKLogitsWarper";
+            if (sp.top_p < 1.0f) want[nw++] = "TopPLogitsWarper";
+        }
+        REQUIRE((size_t)nw == procs->count, "%s: HF built %zu processors, we run %d", name,
+                procs->count, nw);
+        for (int k = 0; k < nw; k++) {
+            const char *cls = qtts_json_get_str(procs->items[k], "class");
+            REQUIRE(cls && strcmp(cls, want[k]) == 0, "%s: processor %d is %s, we run %s", name, k,
+                    cls ? cls : "?", want[k]);
+        }
+
+        const qtts_tensor *tl = gtensor(&g, name, "logits", QTTS_DT_F32, N, V);
+        const qtts_tensor *thl = gtensor(&g, name, "history_len", QTTS_DT_I64, N, 0);
+        const qtts_tensor *tam = gtensor(&g, name, "argmax", QTTS_DT_I64, N, 0);
+        const qtts_tensor *tpr = gtensor(&g, name, "probs", QTTS_DT_F32, N, V);
+        char hname[256];
+        snprintf(hname, sizeof hname, "%s.history", name); /* [N, longest history] */
+        const qtts_tensor *th = qtts_st_find(g.st, hname);
+        REQUIRE(tl && thl && tam && tpr && th && th->dtype == QTTS_DT_I64 && th->rank == 2 &&
+                    th->shape[0] == N,
+                "%s: tensors", name);
+        const int64_t HL = th->shape[1];
+        const qtts_tensor *st[8];
+        for (int k = 0; k < nw; k++) {
+            st[k] = gstage(&g, stages->items[k]->str, N, V);
+            REQUIRE(st[k], "%s: stage %d", name, k);
+        }
+        const float *logits = tl->data;
+        const int64_t *hist64 = th->data, *hlen = thl->data, *amax = tam->data;
+        const float *probs = tpr->data;
+
+        for (int64_t n = 0; n < N; n++) {
+            int32_t hist[256];
+            REQUIRE(hlen[n] >= 0 && hlen[n] <= HL && hlen[n] <= 256, "%s row %lld: history length",
+                    name, (long long)n);
+            for (int64_t j = 0; j < hlen[n]; j++) hist[j] = (int32_t)hist64[n * HL + j];
+            const float *row = logits + n * V;
+            char what[128];
+            int k = 0, first, d;
+
+            memcpy(s, row, sizeof(float) * (size_t)V);
+            if (talker) {
+                /* stage by stage: the penalty alone, then + min length, then all */
+                if (pen != 1.0f) {
+                    qtts_talker_rules only_pen = {pen, 2150, 0, 0, 0};
+                    memcpy(work, row, sizeof(float) * (size_t)V);
+                    qtts_talker_process(work, (int)V, hist, (int)hlen[n], &only_pen);
+                    d = bit_diffs(work, (const float *)st[k]->data + n * V, (int)V, &first);
+                    CHECK(d == 0, "%s row %lld %s: %d diffs, first at %d", name, (long long)n,
+                          want[k], d, first);
+                    k++;
+                }
+                qtts_talker_rules no_supp = {pen, 2150, 2, 0, 0};
+                memcpy(work, row, sizeof(float) * (size_t)V);
+                qtts_talker_process(work, (int)V, hist, (int)hlen[n], &no_supp);
+                for (int r = 0; r < 2; r++, k++) { /* MinLength and MinNewTokens agree */
+                    d = bit_diffs(work, (const float *)st[k]->data + n * V, (int)V, &first);
+                    CHECK(d == 0, "%s row %lld %s: %d diffs, first at %d", name, (long long)n,
+                          want[k], d, first);
+                }
+                qtts_talker_process(s, (int)V, hist, (int)hlen[n], &rules);
+                d = bit_diffs(s, (const float *)st[k]->data + n * V, (int)V, &first);
+                CHECK(d == 0, "%s row %lld %s: %d diffs, first at %d", name, (long long)n, want[k], d,
+                      first);
+                k++;
+            }
+
+            /* each warper on the reference's previous stage */
+            for (; k < nw; k++) {
+                const float *prev = k ? (const float *)st[k - 1]->data + n * V : row;
+                memcpy(work, prev, sizeof(float) * (size_t)V);
+                if (strcmp(want[k], "TemperatureLogitsWarper") == 0)
+                    qtts_apply_temperature(work, (int)V, sp.temperature);
+                else if (strcmp(want[k], "TopKLogitsWarper") == 0)
+                    qtts_apply_top_k(work, (int)V, sp.top_k, scratch_buf);
+                else
+                    qtts_apply_top_p(work, (int)V, sp.top_p, scratch_buf);
+                d = bit_diffs(work, (const float *)st[k]->data + n * V, (int)V, &first);
+                CHECK(d == 0, "%s row %lld %s: %d diffs, first at %d (%a vs %a)", name, (long long)n,
+                      want[k], d, first, first >= 0 ? work[first] : 0.0f,
+                      first >= 0 ? ((const float *)st[k]->data)[n * V + first] : 0.0f);
+                n_stage_rows++;
+            }
+
+            /* qtts_sample on our processed row: greedy = the golden argmax;
+             * sampled = leaves exactly the last stage and draws inside it */
+            const float *last = nw ? (const float *)st[nw - 1]->data + n * V : row;
+            qtts_rng r;
+            qtts_rng_seed(&r, (uint64_t)(1000 * si + (size_t)n));
+            float margin;
+            int id = qtts_sample(s, (int)V, &sp, &r, scratch_buf, &margin);
+            if (!sp.do_sample) {
+                CHECK(id == amax[n], "%s row %lld: greedy %d vs argmax %lld", name, (long long)n, id,
+                      (long long)amax[n]);
+                n_greedy++;
+            } else {
+                d = bit_diffs(s, last, (int)V, &first);
+                CHECK(d == 0, "%s row %lld: qtts_sample left %d diffs to the last stage (first %d)",
+                      name, (long long)n, d, first);
+                CHECK(probs[n * V + id] > 0.0f, "%s row %lld: drew %d with probability 0", name,
+                      (long long)n, id);
+                if (n == 1 || n == 6) { /* one plain row and one with ties */
+                    snprintf(what, sizeof what, "%s row %lld", name, (long long)n);
+                    check_draws(what, last, probs + n * V, (int)V, 20000, 77 + (uint64_t)n);
+                }
+            }
+        }
+        n_sets++;
+        if (talker) n_talker++;
+        else n_cp++;
+    }
+    CHECK(n_talker >= 1 && n_cp >= 1 && n_greedy >= 1 && n_stage_rows > 0,
+          "goldens cover talker %d, cp %d, greedy rows %d, warper rows %d", n_talker, n_cp, n_greedy,
+          n_stage_rows);
+    if (getenv("QTTS_TEST_VERBOSE"))
+        fprintf(stderr, "  goldens: %d sets, %d warper rows, %d greedy rows\n", n_sets,
+                n_stage_rows, n_greedy);
+    golden_close(&g);
+}
+
 int main(void) {
     TEST_RUN(test_rng_reference_values);
     TEST_RUN(test_rng_reproducible);
@@ -527,5 +869,6 @@ int main(void) {
     TEST_RUN(test_torch_sort_order);
     TEST_RUN(test_top_p_stage);
     TEST_RUN(test_talker_rules);
+    TEST_RUN(test_golden_sampler);
     TEST_END();
 }
