@@ -634,6 +634,8 @@ static qtts_status window_run(const qtts_codec_decoder *d, scratch *s, const int
         qtts_conv1d_causal(&U->tconv, B, n, A, n, n, false);   /* phases [st*L, n] */
         n *= st;
         qtts_interleave_phases(C, B, L, n / st, st);            /* x = C [L, n] */
+        snprintf(stage, sizeof(stage), "upsample.%d.0", i);
+        emit(hook, stage, C, L, n, n);
         const int P = K_DW - 1;
         pad_copy(A, P, C, n, L, n);
         qtts_dwconv1d_causal(B, n, A + P, (size_t)n + P, U->dw_w, U->dw_b, L, K_DW, 1, n);

@@ -11,13 +11,16 @@
  *   quantizer       cb_q = embedding_sum_q / max(cluster_usage_q, 1e-5) (at load)
  *                   s1 = cb_0[c0], s2 = cb_1[c1] + ... + cb_15[c15]        [T, 256]
  *                   z = proj_first·s1 + proj_rest·s2                       [512, T]
+ *                   (split 1 + 15 as the reference hardcodes it, whatever
+ *                   num_semantic_quantizers says)
  *   pre_conv        causal conv k3                                         [1024, T]
  *   pre_transformer (time-major [T, .]) input_proj 1024->512, 8 x {RMSNorm,
  *                   MHA 16x64 RoPE, sliding window 72, LayerScale; RMSNorm,
  *                   SwiGLU 512->1024->512, LayerScale}, RMSNorm,
  *                   output_proj 512->1024                                  [1024, T]
- *   upsample.i      i = 0,1: ConvTranspose k2 s2, then ConvNeXt (dwconv k7,
- *                   LayerNorm, 1024->4096, GELU, 4096->1024, gamma, +res)   [1024, 4T]
+ *   upsample.i.0    i = 0,1: ConvTranspose k2 s2                            [1024, 2^(i+1) T]
+ *   upsample.i      ConvNeXt: dwconv k7, LayerNorm, 1024->4096, GELU,
+ *                   4096->1024, gamma, + input                             [1024, 2^(i+1) T]
  *   decoder.0       causal conv k7                                         [1536, 4T]
  *   decoder.1..4    SnakeBeta, ConvTranspose k2r s r (trimmed to n*r), 3
  *                   residual units (dilation 1,3,9), r = 8,5,4,3;
@@ -113,9 +116,10 @@ void qtts_codec_decoder_free(qtts_codec_decoder *d);   /* NULL ok */
 
 /* Per-stage observer (tests, debugging): called with each stage's output
  * as channel-major [channels, frames] with row stride ld. Stage names:
- * "quantizer", "pre_conv", "pre_transformer", "upsample.<i>",
- * "decoder.<i>" (decoder.<last> is the final conv's output before the
- * clamp). The data is only valid during the call. */
+ * "quantizer", "pre_conv", "pre_transformer", "upsample.<i>.0" (the
+ * transposed conv), "upsample.<i>" (after the ConvNeXt block), "decoder.<i>"
+ * (decoder.<last> is the final conv's output before the clamp). The data
+ * is only valid during the call. */
 typedef void (*qtts_codec_hook_fn)(void *user, const char *stage, const float *x, int channels,
                                    int frames, size_t ld);
 typedef struct {
