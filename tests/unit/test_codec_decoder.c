@@ -1,0 +1,527 @@
+/*
+ * test_codec_decoder.c - the 12 Hz speech-tokenizer decoder against the
+ * official reference, plus its conv kernels against direct definitions.
+ *
+ * Goldens (tests/fixtures/README.md): every tests/fixtures/golden/<model>/
+ * <case>.safetensors that holds `codes` I64 [F, 16] is decoded with the
+ * tiny model tests/fixtures/models/<model>; each `codec.<stage>` F32 [C, n]
+ * it holds is compared with the stage hook's output (normalised error
+ * max|c - ref| / max(1, max|ref|) <= 1e-4), and `wav` F32 [F*1920] with
+ * max abs error <= 1e-4. golden/codec_chunked.safetensors (`codes`, `wav`,
+ * > 300 frames) checks the 300/25 chunked decode. The decoder is causal, so
+ * T = 1 is checked against the first 1920 samples of a golden waveform.
+ * Set QTTS_TEST_VERBOSE=1 to print every measured error.
+ */
+#include "harness.h"
+#include "model/codec_decoder.h"
+
+#include <dirent.h>
+#include <stdint.h>
+
+#define GOLDEN_DIR QTTS_FIXTURES "/golden"
+#define CHUNKED_GOLDEN GOLDEN_DIR "/codec_chunked.safetensors"
+#define DEFAULT_MODEL QTTS_FIXTURES "/models/cv06"
+#define WAV_TOL 1e-4
+#define STAGE_TOL 1e-4
+
+static bool verbose(void) { return getenv("QTTS_TEST_VERBOSE") != NULL; }
+
+static float frand(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*s >> 40) & 0xffffff) / 8388608.0f - 1.0f; /* [-1, 1) */
+}
+
+/* ---- kernels against direct definitions ---------------------------------- */
+
+static void test_conv1d_kernel(void) {
+    const struct { int cout, cin, taps, dil, n; } cases[] = {
+        {1, 3, 7, 1, 5}, {8, 8, 1, 1, 16}, {13, 5, 7, 3, 29}, {17, 9, 3, 9, 8}, {24, 16, 7, 1, 61},
+    };
+    uint64_t seed = 1;
+    for (size_t ci = 0; ci < QTTS_ARRAY_LEN(cases); ci++) {
+        const int co = cases[ci].cout, cin = cases[ci].cin, K = cases[ci].taps,
+                  dil = cases[ci].dil, n = cases[ci].n, P = (K - 1) * dil;
+        const size_t ldx = (size_t)n + P + 3, ldy = (size_t)n + 2;
+        float *w = malloc(sizeof(float) * co * cin * K), *b = malloc(sizeof(float) * co);
+        float *x = calloc((size_t)cin * ldx, sizeof(float)), *y = malloc(sizeof(float) * co * ldy);
+        double *ref = malloc(sizeof(double) * co * n);
+        for (int i = 0; i < co * cin * K; i++) w[i] = frand(&seed);
+        for (int i = 0; i < co; i++) b[i] = frand(&seed);
+        for (int c = 0; c < cin; c++)
+            for (int t = 0; t < n; t++) x[c * ldx + P + t] = frand(&seed);
+        for (int o = 0; o < co; o++)
+            for (int t = 0; t < n; t++) {
+                double s = b[o];
+                for (int c = 0; c < cin; c++)
+                    for (int k = 0; k < K; k++) {
+                        int ti = t - (K - 1 - k) * dil;
+                        if (ti >= 0) s += (double)w[(o * cin + c) * K + k] * x[c * ldx + P + ti];
+                    }
+                ref[o * n + t] = s;
+            }
+        qtts_conv1d cv;
+        const bool inited = qtts_conv1d_init(&cv, w, b, co, cin, K, dil);
+        REQUIRE(inited, "init");
+        for (size_t i = 0; i < (size_t)co * ldy; i++) y[i] = 0.5f;
+        qtts_conv1d_causal(&cv, y, ldy, x + P, ldx, n, false);
+        double e = 0, ea = 0;
+        for (int o = 0; o < co; o++)
+            for (int t = 0; t < n; t++) e = fmax(e, fabs(y[o * ldy + t] - ref[o * n + t]));
+        qtts_conv1d_causal(&cv, y, ldy, x + P, ldx, n, true); /* y = y + conv = 2 conv */
+        for (int o = 0; o < co; o++)
+            for (int t = 0; t < n; t++) ea = fmax(ea, fabs(y[o * ldy + t] - 2 * ref[o * n + t]));
+        CHECK(e < 1e-5 && ea < 2e-5, "case %zu: conv err %g, accumulate err %g", ci, e, ea);
+        CHECK(y[n] == 0.5f, "case %zu: wrote past n", ci);
+        qtts_conv1d_free(&cv);
+        free(w), free(b), free(x), free(y), free(ref);
+    }
+}
+
+static void test_convtr1d_kernel(void) {
+    /* torch ConvTranspose1d(cin, cout, k, stride s), output trimmed to n*s */
+    const struct { int cin, cout, k, s, n; } cases[] = {
+        {3, 5, 2, 2, 7}, {4, 9, 16, 8, 5}, {6, 3, 10, 5, 9}, {2, 1, 6, 3, 11},
+    };
+    uint64_t seed = 7;
+    for (size_t ci = 0; ci < QTTS_ARRAY_LEN(cases); ci++) {
+        const int cin = cases[ci].cin, co = cases[ci].cout, k = cases[ci].k, s = cases[ci].s,
+                  n = cases[ci].n, taps = k / s, P = taps - 1, N = n * s;
+        float *w = malloc(sizeof(float) * cin * co * k), *b = malloc(sizeof(float) * co);
+        float *x = calloc((size_t)cin * (n + P), sizeof(float));
+        float *ph = malloc(sizeof(float) * s * co * n), *y = malloc(sizeof(float) * co * N);
+        double *ref = calloc((size_t)co * ((n - 1) * s + k), sizeof(double));
+        for (int i = 0; i < cin * co * k; i++) w[i] = frand(&seed);
+        for (int i = 0; i < co; i++) b[i] = frand(&seed);
+        for (int c = 0; c < cin; c++)
+            for (int t = 0; t < n; t++) x[c * (n + P) + P + t] = frand(&seed);
+        const int L = (n - 1) * s + k;
+        for (int o = 0; o < co; o++) {
+            for (int t = 0; t < L; t++) ref[o * L + t] = b[o];
+            for (int c = 0; c < cin; c++)
+                for (int t = 0; t < n; t++)
+                    for (int j = 0; j < k; j++)
+                        ref[o * L + t * s + j] +=
+                            (double)w[(c * co + o) * k + j] * x[c * (n + P) + P + t];
+        }
+        qtts_conv1d cv;
+        const bool inited = qtts_convtr1d_init(&cv, w, b, cin, co, k, s);
+        REQUIRE(inited, "init");
+        CHECK(cv.cout == s * co && cv.taps == taps, "polyphase shape");
+        qtts_conv1d_causal(&cv, ph, n, x + P, (size_t)n + P, n, false);
+        qtts_interleave_phases(y, ph, co, n, s);
+        double e = 0;
+        for (int o = 0; o < co; o++)
+            for (int t = 0; t < N; t++) e = fmax(e, fabs(y[o * N + t] - ref[o * L + t]));
+        CHECK(e < 1e-5, "case %zu: transposed conv err %g", ci, e);
+        qtts_conv1d_free(&cv);
+        qtts_conv1d_free(&cv); /* idempotent */
+        free(w), free(b), free(x), free(ph), free(y), free(ref);
+    }
+}
+
+static void test_elementwise_kernels(void) {
+    uint64_t seed = 3;
+    enum { C = 5, N = 300, K = 7, D = 2, P = (K - 1) * D };
+    float x[C][N + P], y[C][N], w[C][K], b[C], a[C], be[C], ea[C], ib[C];
+    memset(x, 0, sizeof(x));
+    for (int c = 0; c < C; c++) {
+        for (int t = 0; t < N; t++) x[c][P + t] = 3 * frand(&seed);
+        for (int k = 0; k < K; k++) w[c][k] = frand(&seed);
+        b[c] = frand(&seed);
+        a[c] = frand(&seed);
+        be[c] = frand(&seed);
+    }
+    /* depthwise causal conv */
+    qtts_dwconv1d_causal(&y[0][0], N, &x[0][P], N + P, &w[0][0], b, C, K, D, N);
+    double e = 0;
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < N; t++) {
+            double s = b[c];
+            for (int k = 0; k < K; k++) {
+                int ti = t - (K - 1 - k) * D;
+                if (ti >= 0) s += (double)w[c][k] * x[c][P + ti];
+            }
+            e = fmax(e, fabs(y[c][t] - s));
+        }
+    CHECK(e < 1e-5, "dwconv err %g", e);
+    /* SnakeBeta: x + 1/(exp(beta)+1e-9) * sin(exp(alpha) x)^2 */
+    qtts_snake_params(ea, ib, a, be, C);
+    qtts_snake_beta(&y[0][0], N, &x[0][P], N + P, ea, ib, C, N);
+    e = 0;
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < N; t++) {
+            double xv = x[c][P + t], sv = sin(exp((double)a[c]) * xv);
+            e = fmax(e, fabs(y[c][t] - (xv + sv * sv / (exp((double)be[c]) + 1e-9))));
+        }
+    CHECK(e < 1e-5, "snake err %g", e);
+    /* LayerNorm over channels of each column */
+    for (int c = 0; c < C; c++) memcpy(y[c], &x[c][P], sizeof(float) * N);
+    qtts_layernorm_channels(&y[0][0], N, C, N, a, b, 1e-6f);
+    e = 0;
+    for (int t = 0; t < N; t++) {
+        double m = 0, v = 0;
+        for (int c = 0; c < C; c++) m += x[c][P + t];
+        m /= C;
+        for (int c = 0; c < C; c++) v += (x[c][P + t] - m) * (x[c][P + t] - m);
+        v /= C;
+        for (int c = 0; c < C; c++)
+            e = fmax(e, fabs(y[c][t] - ((x[c][P + t] - m) / sqrt(v + 1e-6) * a[c] + b[c])));
+    }
+    CHECK(e < 1e-5, "layernorm err %g", e);
+    /* transpose with strides */
+    float tt[N][C + 1];
+    qtts_transpose(&tt[0][0], C + 1, &x[0][P], N + P, C, N);
+    bool same = true;
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < N; t++) same &= tt[t][c] == x[c][P + t];
+    CHECK(same, "transpose");
+}
+
+/* ---- model helpers ----------------------------------------------------- */
+
+static char cached_dir[512];
+static qtts_codec_decoder *cached;
+
+static qtts_codec_decoder *load_model(const char *dir) {
+    if (cached && strcmp(cached_dir, dir) == 0) return cached;
+    qtts_codec_decoder_free(cached);
+    cached = NULL;
+    qtts_config cfg;
+    qtts_err err = {0};
+    if (qtts_config_load(dir, &cfg, &err) != QTTS_OK ||
+        qtts_codec_decoder_load(dir, &cfg, &cached, &err) != QTTS_OK) {
+        fprintf(stderr, "  load %s: %s\n", dir, err.msg);
+        return NULL;
+    }
+    snprintf(cached_dir, sizeof(cached_dir), "%s", dir);
+    return cached;
+}
+
+static float *tensor_f32(const qtts_st_file *g, const char *name, size_t *n) {
+    const qtts_tensor *t = qtts_st_find(g, name);
+    if (!t || t->dtype != QTTS_DT_F32) return NULL;
+    float *v = malloc(sizeof(float) * (t->numel ? t->numel : 1));
+    qtts_tensor_to_f32(t, v);
+    *n = t->numel;
+    return v;
+}
+
+/* `name` I64 [F, Q] -> int32; NULL if absent or malformed. */
+static int32_t *golden_codes(const qtts_st_file *g, const char *name, int Q, int *T) {
+    const qtts_tensor *t = qtts_st_find(g, name);
+    if (!t || t->dtype != QTTS_DT_I64 || t->rank != 2 || t->shape[1] != Q) return NULL;
+    *T = (int)t->shape[0];
+    int32_t *c = malloc(sizeof(int32_t) * (t->numel ? t->numel : 1));
+    for (uint64_t i = 0; i < t->numel; i++) {
+        int64_t v;
+        memcpy(&v, (const char *)t->data + 8 * i, 8);
+        c[i] = (int32_t)v;
+    }
+    return c;
+}
+
+typedef struct {
+    const qtts_st_file *g;
+    const char *label;
+    int compared, failed;
+} stage_cmp;
+
+static void stage_hook(void *user, const char *stage, const float *x, int C, int n, size_t ld) {
+    stage_cmp *s = user;
+    char name[64];
+    snprintf(name, sizeof(name), "codec.%s", stage);
+    const qtts_tensor *t = qtts_st_find(s->g, name);
+    if (!t) return;
+    s->compared++;
+    if (t->dtype != QTTS_DT_F32 || t->rank != 2 || t->shape[0] != C || t->shape[1] != n) {
+        fprintf(stderr, "  %s %s: golden shape [%lld, %lld] != [%d, %d]\n", s->label, name,
+                (long long)t->shape[0], (long long)(t->rank > 1 ? t->shape[1] : -1), C, n);
+        s->failed++;
+        return;
+    }
+    float *ref = malloc(sizeof(float) * t->numel);
+    qtts_tensor_to_f32(t, ref);
+    double emax = 0, rmax = 0;
+    for (int c = 0; c < C; c++)
+        for (int i = 0; i < n; i++) {
+            const double r = ref[(size_t)c * n + i], e = fabs(x[(size_t)c * ld + i] - r);
+            if (!(e <= emax)) emax = e;
+            rmax = fmax(rmax, fabs(r));
+        }
+    const double norm = emax / fmax(1.0, rmax);
+    if (verbose())
+        fprintf(stderr, "  %s %-22s max abs %.3g  max|ref| %.3g  normalised %.3g\n", s->label,
+                name, emax, rmax, norm);
+    if (!(norm <= STAGE_TOL)) {
+        fprintf(stderr, "  %s %s: normalised error %.3g > %g\n", s->label, name, norm, STAGE_TOL);
+        s->failed++;
+    }
+    free(ref);
+}
+
+/* Decode one golden case. Voice-clone ICL cases (`wav_untrimmed` present)
+ * decode concat(ref_codes, codes), compared with `wav_untrimmed`, and `wav`
+ * is its tail after the reference's cut int(ref_len / total_len * samples). */
+static void check_golden(const char *model_dir, const char *path, const char *label) {
+    qtts_codec_decoder *d = load_model(model_dir);
+    REQUIRE(d, "%s: model %s did not load", label, model_dir);
+    qtts_st_file *g;
+    qtts_err err = {0};
+    const qtts_status st = qtts_st_open(path, &g, &err);
+    REQUIRE(st == QTTS_OK, "%s", err.msg);
+    const size_t U = (size_t)d->upsample, Q = (size_t)d->n_q;
+    int T = 0, Tr = 0;
+    int32_t *codes = golden_codes(g, "codes", d->n_q, &T);
+    size_t nw = 0, nu = 0;
+    float *ref = tensor_f32(g, "wav", &nw);
+    float *untrimmed = tensor_f32(g, "wav_untrimmed", &nu);
+    int32_t *ref_codes = untrimmed ? golden_codes(g, "ref_codes", d->n_q, &Tr) : NULL;
+    int32_t *all = NULL;
+    int Ta = T;
+    const float *want = ref;
+    if (untrimmed && ref_codes && codes) {
+        Ta = Tr + T;
+        all = malloc(sizeof(int32_t) * Q * Ta);
+        memcpy(all, ref_codes, sizeof(int32_t) * Q * Tr);
+        memcpy(all + Q * Tr, codes, sizeof(int32_t) * Q * T);
+        want = untrimmed;
+    }
+    const size_t n = (size_t)Ta * U;
+    const size_t cut = all ? (size_t)((double)Tr / (double)QTTS_MAX(Ta, 1) * (double)n) : 0;
+    const int32_t *seq = all ? all : codes;
+    CHECK(codes && T > 0, "%s: no codes [F, %zu]", label, Q);
+    CHECK(!untrimmed || (ref_codes && nu == n), "%s: ICL case without ref_codes [F, %zu] or "
+          "with %zu untrimmed samples", label, Q, nu);
+    CHECK(ref && nw == n - cut, "%s: wav has %zu samples, want %zu", label, nw, n - cut);
+    if (seq && T > 0 && ref && nw == n - cut && (!untrimmed || nu == n)) {
+        float *wav = malloc(sizeof(float) * n);
+        const double t0 = qtts_now();
+        CHECK(qtts_codec_decode(d, seq, Ta, wav, &err) == QTTS_OK, "%s: %s", label, err.msg);
+        const double dt = qtts_now() - t0;
+        size_t at = 0;
+        const double e = test_max_abs_err(wav, want, n, &at);
+        if (verbose())
+            fprintf(stderr, "  %s %s (%d frames, %.2fs) max abs %.3g at %zu\n", label,
+                    all ? "wav_untrimmed" : "wav", Ta, dt, e, at);
+        CHECK(e <= WAV_TOL, "%s: wav max abs error %.3g at sample %zu", label, e, at);
+        if (all) {
+            const double et = test_max_abs_err(wav + cut, ref, nw, &at);
+            CHECK(et <= WAV_TOL, "%s: trimmed wav max abs error %.3g at %zu", label, et, at);
+        }
+        if (Ta <= QTTS_CODEC_CHUNK) {
+            /* one window: the stage hooks see the reference's single forward */
+            stage_cmp sc = {g, label, 0, 0};
+            qtts_codec_hook hook = {stage_hook, &sc};
+            float *w2 = malloc(sizeof(float) * n);
+            CHECK(qtts_codec_decode_window(d, seq, Ta, w2, &hook, &err) == QTTS_OK, "%s: %s",
+                  label, err.msg);
+            CHECK(memcmp(w2, wav, sizeof(float) * n) == 0,
+                  "%s: decode and decode_window differ for one window", label);
+            CHECK(sc.failed == 0, "%s: %d of %d stages off", label, sc.failed, sc.compared);
+            if (verbose() && sc.compared)
+                fprintf(stderr, "  %s: %d stages compared\n", label, sc.compared);
+            /* causality: frame 0 alone gives the first frame's samples */
+            CHECK(qtts_codec_decode(d, seq, 1, w2, &err) == QTTS_OK, "%s", err.msg);
+            const double e1 = test_max_abs_err(w2, want, U, NULL);
+            CHECK(e1 <= WAV_TOL, "%s: T=1 max abs error %.3g", label, e1);
+            CHECK(memcmp(w2, wav, sizeof(float) * U) == 0,
+                  "%s: T=1 differs from the first frame of the full decode", label);
+            free(w2);
+        }
+        free(wav);
+    }
+    free(all);
+    free(codes);
+    free(ref_codes);
+    free(ref);
+    free(untrimmed);
+    qtts_st_close(g);
+}
+
+static bool has_suffix(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Sorted names in dir that end in suffix (directories when suffix is NULL). */
+static int list_dir(const char *dir, const char *suffix, char names[][256], int cap) {
+    DIR *dd = opendir(dir);
+    if (!dd) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dd)) && n < cap) {
+        if (e->d_name[0] == '.') continue;
+        char p[1024];
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        DIR *sub = opendir(p);
+        const bool is_dir = sub != NULL;
+        if (sub) closedir(sub);
+        if (suffix ? (!is_dir && has_suffix(e->d_name, suffix)) : is_dir)
+            snprintf(names[n++], 256, "%s", e->d_name);
+    }
+    closedir(dd);
+    qsort(names, n, sizeof(names[0]), cmp_str);
+    return n;
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+static void test_golden_cases(void) {
+    static char models[64][256], cases[256][256];
+    const int nm = list_dir(GOLDEN_DIR, NULL, models, 64);
+    REQUIRE(nm > 0, "no golden model directories under %s", GOLDEN_DIR);
+    int ncases = 0;
+    for (int m = 0; m < nm; m++) {
+        char gdir[512], mdir[512];
+        snprintf(gdir, sizeof(gdir), "%s/%.255s", GOLDEN_DIR, models[m]);
+        snprintf(mdir, sizeof(mdir), "%s/models/%.255s", QTTS_FIXTURES, models[m]);
+        const int nc = list_dir(gdir, ".safetensors", cases, 256);
+        for (int c = 0; c < nc; c++) {
+            char path[1024], label[520];
+            snprintf(path, sizeof(path), "%.511s/%.255s", gdir, cases[c]);
+            qtts_st_file *g;
+            qtts_err err = {0};
+            if (qtts_st_open(path, &g, &err) != QTTS_OK) {
+                CHECK(false, "%s", err.msg);
+                continue;
+            }
+            const bool has_codes = qtts_st_find(g, "codes") != NULL;
+            qtts_st_close(g);
+            if (!has_codes) continue;
+            snprintf(label, sizeof(label), "%.255s/%.255s", models[m], cases[c]);
+            check_golden(mdir, path, label);
+            ncases++;
+        }
+    }
+    CHECK(ncases > 0, "no golden case holds codes");
+}
+
+static void test_chunked(void) {
+    qtts_codec_decoder *d = load_model(DEFAULT_MODEL);
+    REQUIRE(d, "model");
+    qtts_st_file *g;
+    qtts_err err = {0};
+    const qtts_status st = qtts_st_open(CHUNKED_GOLDEN, &g, &err);
+    REQUIRE(st == QTTS_OK, "%s", err.msg);
+    int T = 0;
+    int32_t *codes = golden_codes(g, "codes", d->n_q, &T);
+    size_t nw = 0;
+    float *ref = tensor_f32(g, "wav", &nw);
+    CHECK(codes && T > QTTS_CODEC_CHUNK, "chunked golden: want > %d frames of codes",
+          QTTS_CODEC_CHUNK);
+    CHECK(ref && nw == (size_t)T * d->upsample, "chunked golden: wav size");
+    if (codes && ref && T > QTTS_CODEC_CHUNK && nw == (size_t)T * d->upsample) {
+        float *wav = malloc(sizeof(float) * nw);
+        CHECK(qtts_codec_decode(d, codes, T, wav, &err) == QTTS_OK, "%s", err.msg);
+        size_t at = 0;
+        const double e = test_max_abs_err(wav, ref, nw, &at);
+        if (verbose()) fprintf(stderr, "  chunked (%d frames) wav max abs %.3g at %zu\n", T, e, at);
+        CHECK(e <= WAV_TOL, "chunked: wav max abs error %.3g at sample %zu", e, at);
+        /* the loop's windows: [0, 300) fresh, then [start-25, start+300) keeping
+         * the samples after the 25 context frames */
+        float *one = malloc(sizeof(float) * nw);
+        const size_t U = (size_t)d->upsample;
+        for (int start = 0; start < T; start += QTTS_CODEC_CHUNK) {
+            const int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, T);
+            const int ctx = start > QTTS_CODEC_LEFT_CONTEXT ? QTTS_CODEC_LEFT_CONTEXT : start;
+            CHECK(qtts_codec_decode_window(d, codes + (size_t)(start - ctx) * d->n_q,
+                                           end - start + ctx, one, NULL, &err) == QTTS_OK,
+                  "%s", err.msg);
+            CHECK(memcmp(one + ctx * U, wav + start * U, sizeof(float) * U * (end - start)) == 0,
+                  "window at frame %d differs from the chunked decode", start);
+        }
+        free(one);
+        free(wav);
+    }
+    free(codes);
+    free(ref);
+    qtts_st_close(g);
+}
+
+static void test_bad_codes(void) {
+    qtts_codec_decoder *d = load_model(DEFAULT_MODEL);
+    REQUIRE(d, "model");
+    const int T = 3, Q = d->n_q;
+    int32_t *codes = calloc((size_t)T * Q, sizeof(int32_t));
+    float *wav = malloc(sizeof(float) * T * d->upsample);
+    const int32_t bad[] = {-1, d->cb_size, INT32_MAX, INT32_MIN};
+    for (size_t i = 0; i < QTTS_ARRAY_LEN(bad); i++) {
+        codes[(size_t)2 * Q + 5] = bad[i];
+        qtts_err err = {0};
+        CHECK(qtts_codec_decode(d, codes, T, wav, &err) == QTTS_ERR_INVALID && err.msg[0],
+              "code %d accepted by decode", (int)bad[i]);
+        CHECK(strstr(err.msg, "frame 2") && strstr(err.msg, "codebook 5"),
+              "message does not locate the code: %s", err.msg);
+        memset(&err, 0, sizeof(err));
+        CHECK(qtts_codec_decode_window(d, codes, T, wav, NULL, &err) == QTTS_ERR_INVALID,
+              "code %d accepted by decode_window", (int)bad[i]);
+    }
+    qtts_err err = {0};
+    codes[(size_t)2 * Q + 5] = d->cb_size - 1;
+    CHECK(qtts_codec_decode(d, codes, T, wav, &err) == QTTS_OK, "%s", err.msg);
+    CHECK(qtts_codec_decode(d, codes, -1, wav, &err) == QTTS_ERR_INVALID, "T = -1 accepted");
+    CHECK(qtts_codec_decode(d, NULL, T, wav, &err) == QTTS_ERR_INVALID, "NULL codes accepted");
+    free(codes);
+    free(wav);
+}
+
+static void test_t0_t1(void) {
+    qtts_codec_decoder *d = load_model(DEFAULT_MODEL);
+    REQUIRE(d, "model");
+    qtts_err err = {0};
+    CHECK(qtts_codec_decode(d, NULL, 0, NULL, &err) == QTTS_OK, "T=0: %s", err.msg);
+    CHECK(qtts_codec_decode_window(d, NULL, 0, NULL, NULL, &err) == QTTS_OK, "T=0: %s", err.msg);
+    int32_t codes[64];
+    REQUIRE(d->n_q <= 64, "n_q");
+    for (int q = 0; q < d->n_q; q++) codes[q] = (q * 131 + 7) % d->cb_size;
+    float *wav = malloc(sizeof(float) * (d->upsample + 1));
+    wav[d->upsample] = 42.0f;
+    CHECK(qtts_codec_decode(d, codes, 1, wav, &err) == QTTS_OK, "T=1: %s", err.msg);
+    bool ok = true;
+    for (int i = 0; i < d->upsample; i++) ok &= wav[i] >= -1.0f && wav[i] <= 1.0f;
+    CHECK(ok, "T=1: samples outside [-1, 1]");
+    CHECK(wav[d->upsample] == 42.0f, "T=1: wrote past T*upsample");
+    free(wav);
+    /* T = 1 against the reference: the causal prefix check in each golden case */
+}
+
+static void test_load_errors(void) {
+    qtts_config cfg;
+    qtts_err err = {0};
+    const qtts_status st = qtts_config_load(DEFAULT_MODEL, &cfg, &err);
+    REQUIRE(st == QTTS_OK, "%s", err.msg);
+    qtts_codec_decoder *d = (qtts_codec_decoder *)1;
+    CHECK(qtts_codec_decoder_load(QTTS_FIXTURES "/no_such_model", &cfg, &d, &err) != QTTS_OK &&
+              d == NULL,
+          "missing directory accepted");
+    /* a config that disagrees with the file: the error names the tensor */
+    qtts_config bad = cfg;
+    bad.codec.latent_dim += 8;
+    CHECK(qtts_codec_decoder_load(DEFAULT_MODEL, &bad, &d, &err) == QTTS_ERR_FORMAT,
+          "latent_dim mismatch accepted");
+    CHECK(strstr(err.msg, "decoder.") != NULL, "error does not name a tensor: %s", err.msg);
+    bad = cfg;
+    bad.codec.num_quantizers += 1;
+    CHECK(qtts_codec_decoder_load(DEFAULT_MODEL, &bad, &d, &err) != QTTS_OK &&
+              strstr(err.msg, "rvq_rest.vq.layers"),
+          "extra quantizer accepted: %s", err.msg);
+    bad = cfg;
+    bad.codec.upsample_rates[0] += 1;
+    CHECK(qtts_codec_decoder_load(DEFAULT_MODEL, &bad, &d, &err) == QTTS_ERR_FORMAT,
+          "rates inconsistent with decode_upsample_rate accepted");
+}
+
+int main(void) {
+    TEST_RUN(test_conv1d_kernel);
+    TEST_RUN(test_convtr1d_kernel);
+    TEST_RUN(test_elementwise_kernels);
+    TEST_RUN(test_load_errors);
+    TEST_RUN(test_bad_codes);
+    TEST_RUN(test_t0_t1);
+    TEST_RUN(test_golden_cases);
+    TEST_RUN(test_chunked);
+    qtts_codec_decoder_free(cached);
+    TEST_END();
+}
