@@ -7,6 +7,10 @@
  *        --generate (talker + code predictor + sampling)--> frames [F,16]
  *        --codec decoder (300-frame windows, 25 frames of left context)--> PCM 24 kHz
  *
+ * The talker, code predictor and codec decoder run on a backend
+ * (backend/backend.h; "cpu" today); the host side here and in
+ * model/generate.c does tokenization, prompt rows and the sampling rules.
+ *
  * qtts_engine holds what is loaded once and never changes (config, mapped
  * weights, tokenizer, the codec decoder); qtts_session holds one request's
  * mutable state (the talker/code-predictor KV caches, the frame buffer and
@@ -23,9 +27,11 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/thread.h"
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "io/wav.h"
+#include "backend/backend.h"
 #include "model/codec_decoder.h"
 #include "model/generate.h"
 #include "model/prompt.h"
@@ -44,12 +50,13 @@ struct qtts_engine {
     qtts_tokenizer *tok;
     qtts_talker_weights *talker;
     qtts_codec_decoder *codec;
+    qtts_backend *backend;         /* runs the decode-time stages */
     int n_threads;
 };
 
 struct qtts_session {
     const qtts_engine *eng;
-    qtts_talker_state *ts;
+    qtts_seq *seq;                 /* the backend's per-sequence state (KV caches) */
     int32_t *frames;               /* [cap_frames, 16] codes generated so far */
     int cap_frames;
     float *wav;                    /* decode scratch, one window */
@@ -70,14 +77,10 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
         opts = &defaults;
     }
     if (!dir || !*dir) return qtts_fail(err, QTTS_ERR_INVALID, "no model directory given");
-    if (opts->backend && strcmp(opts->backend, "cpu") != 0)
-        return qtts_fail(err, QTTS_ERR_UNSUPPORTED,
-                         "backend '%s' is not available in this build (available: cpu)",
-                         opts->backend);
     qtts_engine *e = qtts_calloc(1, sizeof *e);
     if (!e) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
     qtts_status st;
-    e->n_threads = opts->n_threads;
+    e->n_threads = qtts_threads_init(opts->n_threads);   /* the kernels' process-wide pool */
     if (!(e->dir = qtts_strdup(dir))) {
         st = qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
         goto fail;
@@ -87,6 +90,7 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
     if ((st = qtts_tokenizer_load(dir, &e->tok, err))) goto fail;
     if ((st = qtts_talker_load(&e->cfg, e->weights, &e->talker, err))) goto fail;
     if ((st = qtts_codec_decoder_load(dir, &e->cfg, &e->codec, err))) goto fail;
+    if ((st = qtts_backend_open(opts->backend, e->talker, e->codec, &e->backend, err))) goto fail;
     *out = e;
     return QTTS_OK;
 fail:
@@ -96,6 +100,7 @@ fail:
 
 void qtts_engine_close(qtts_engine *e) {
     if (!e) return;
+    qtts_backend_close(e->backend);
     qtts_codec_decoder_free(e->codec);
     qtts_talker_free(e->talker);
     qtts_tokenizer_free(e->tok);
@@ -147,19 +152,20 @@ qtts_session *qtts_session_new(const qtts_engine *e, qtts_err *err) {
 
 void qtts_session_free(qtts_session *s) {
     if (!s) return;
-    qtts_talker_state_free(s->ts);
+    s->eng->backend->ops->seq_free(s->eng->backend, s->seq);
     qtts_free(s->frames);
     qtts_free(s->wav);
     qtts_free(s);
 }
 
-/* Make sure the talker state holds max_pos positions (KV memory is reserved
- * up front but only touched as positions fill). */
-static qtts_status ensure_state(qtts_session *s, int max_pos, qtts_err *err) {
-    if (s->ts && qtts_talker_state_max_pos(s->ts) >= max_pos) return QTTS_OK;
-    qtts_talker_state_free(s->ts);
-    s->ts = NULL;
-    return qtts_talker_state_new(s->eng->talker, max_pos, &s->ts, err);
+/* Make sure the sequence state holds max_pos positions (KV memory is
+ * reserved up front but only touched as positions fill). */
+static qtts_status ensure_seq(qtts_session *s, int max_pos, qtts_err *err) {
+    qtts_backend *be = s->eng->backend;
+    if (s->seq && be->ops->seq_max_pos(be, s->seq) >= max_pos) return QTTS_OK;
+    be->ops->seq_free(be, s->seq);
+    s->seq = NULL;
+    return be->ops->seq_new(be, max_pos, &s->seq, err);
 }
 
 static qtts_status ensure_wav(qtts_session *s, size_t n, qtts_err *err) {
@@ -184,8 +190,9 @@ static qtts_status decode_chunk(qtts_session *s, const int32_t *frames, int star
     int T = end - start + ctx;
     qtts_status st = ensure_wav(s, (size_t)T * up, err);
     if (st) return st;
-    st = qtts_codec_decode_window(d, frames + (size_t)(start - ctx) * QTTS_NUM_CODEBOOKS, T, s->wav,
-                                  NULL, err);
+    qtts_backend *be = s->eng->backend;
+    st = be->ops->codec_decode_window(be, frames + (size_t)(start - ctx) * QTTS_NUM_CODEBOOKS, T,
+                                      s->wav, err);
     if (st) return st;
     size_t n = (size_t)(end - start) * up;
     const float *pcm = s->wav + (size_t)ctx * up;
@@ -394,10 +401,10 @@ qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_resul
     };
     st = qtts_prompt_build(e->talker, cfg, &spec, &prompt, err);
     if (st) goto done;
-    st = ensure_state(s, prompt.len + gp.max_new_tokens, err);
+    st = ensure_seq(s, prompt.len + gp.max_new_tokens, err);
     if (st) goto done;
 
-    st = qtts_generate(e->talker, s->ts, &prompt, &gp, on_gen_frame, &run, NULL, &gres, err);
+    st = qtts_generate(e->backend, s->seq, e->talker, &prompt, &gp, on_gen_frame, &run, NULL, &gres, err);
     if (run.decode_status) st = run.decode_status;
     if (st) goto done;
     if (run.n_frames > run.decoded) {

@@ -3,7 +3,7 @@
  *
  * Buffers (owned here for one call): logits[V] as produced, scores[V] (the
  * copy the processors and the sampler modify), g[H] talker hidden,
- * x[H] next talker input, history[max_new_tokens] drawn c0, codes[G].
+ * history[max_new_tokens] drawn c0, codes[G].
  */
 #include "generate.h"
 
@@ -28,7 +28,7 @@ void qtts_gen_params_default(const qtts_config *cfg, qtts_gen_params *p) {
     p->seed = 0;
 }
 
-qtts_status qtts_generate(const qtts_talker_weights *w, qtts_talker_state *st,
+qtts_status qtts_generate(qtts_backend *be, qtts_seq *seq, const qtts_talker_weights *w,
                           const qtts_prompt *prompt, const qtts_gen_params *gp,
                           qtts_frame_fn on_frame, void *user, qtts_gen_debug *dbg,
                           qtts_gen_result *res, qtts_err *err) {
@@ -41,27 +41,26 @@ qtts_status qtts_generate(const qtts_talker_weights *w, qtts_talker_state *st,
     if (prompt->n_trailing < 1)
         return qtts_fail(err, QTTS_ERR_INVALID, "generate: empty trailing-text queue");
     const int64_t need = (int64_t)prompt->len + gp->max_new_tokens - 1;
-    if (need > qtts_talker_state_max_pos(st))
+    if (need > be->ops->seq_max_pos(be, seq))
         return qtts_fail(err, QTTS_ERR_LIMIT, "generate: %d prompt rows + %d new tokens need %lld "
                          "positions, the state holds %d", prompt->len, gp->max_new_tokens,
-                         (long long)need, qtts_talker_state_max_pos(st));
+                         (long long)need, be->ops->seq_max_pos(be, seq));
 
     qtts_status s = QTTS_OK;
     float *logits = qtts_malloc(sizeof(float) * (size_t)V);
     float *scores = qtts_malloc(sizeof(float) * (size_t)V);
     float *g = qtts_malloc(sizeof(float) * (size_t)H);
-    float *x = qtts_malloc(sizeof(float) * (size_t)H);
     int32_t *history = qtts_malloc(sizeof(int32_t) * (size_t)gp->max_new_tokens);
     int32_t *codes = qtts_malloc(sizeof(int32_t) * (size_t)G);
     void *scratch = qtts_malloc(QTTS_SAMPLE_SCRATCH(V));
-    if (!logits || !scores || !g || !x || !history || !codes || !scratch) {
+    if (!logits || !scores || !g || !history || !codes || !scratch) {
         s = qtts_fail(err, QTTS_ERR_NOMEM, "generate: out of memory");
         goto done;
     }
     qtts_rng rng;
     qtts_rng_seed(&rng, gp->seed);
 
-    if ((s = qtts_talker_prefill(w, st, prompt->embeds, prompt->len, logits, g, err))) goto done;
+    if ((s = be->ops->prefill(be, seq, prompt->embeds, prompt->len, logits, g, err))) goto done;
     for (int k = 0;; k++) {
         if (!qtts_all_finite(logits, (size_t)V)) {
             s = qtts_fail(err, QTTS_ERR_NUMERIC, "talker: non-finite logits at step %d", k);
@@ -90,24 +89,22 @@ qtts_status qtts_generate(const qtts_talker_weights *w, qtts_talker_state *st,
         float *cpl = dbg && dbg->cp_logits && k < dbg->cap_cp_frames
                          ? dbg->cp_logits + (size_t)k * (G - 1) * Vc
                          : NULL;
-        if ((s = qtts_cp_frame(w, st, g, c0, &gp->cp, &rng, codes + 1, cpl, err))) goto done;
+        if ((s = be->ops->cp_frame(be, seq, g, c0, &gp->cp, &rng, codes + 1, cpl, err))) goto done;
         r.n_frames++;
         if (on_frame && on_frame(user, k, codes)) {
             s = qtts_fail(err, QTTS_ERR_CANCELLED, "generate: cancelled at frame %d", k);
             goto done;
         }
 
-        qtts_talker_codec_sum(w, codes, x);
-        qtts_add_inplace(x, k < prompt->n_trailing ? prompt->trailing + (size_t)k * H : w->p_pad,
-                         (size_t)H);
-        if ((s = qtts_talker_step(w, st, x, logits, g, err))) goto done;
+        const float *text_row =
+            k < prompt->n_trailing ? prompt->trailing + (size_t)k * H : w->p_pad;
+        if ((s = be->ops->step(be, seq, codes, text_row, logits, g, err))) goto done;
     }
 done:
     if (res) *res = r;
     qtts_free(logits);
     qtts_free(scores);
     qtts_free(g);
-    qtts_free(x);
     qtts_free(history);
     qtts_free(codes);
     qtts_free(scratch);

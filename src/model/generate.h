@@ -12,11 +12,15 @@
  *     x = E(c0) + sum_i E_i(c_i) + (k < n_trailing ? trailing[k] : Ppad)
  *     talker_step(x) -> logits, g ; k += 1
  *
- * The state must hold prompt.len + max_new_tokens - 1 positions.
+ * prefill, cp_frame and the talker step run on the backend (backend.h); the
+ * loop, the sampling rules and the bookkeeping run here on the host. w is
+ * the host view of the weights (dimensions and the constant Ppad row).
+ * The sequence must hold prompt.len + max_new_tokens - 1 positions.
  */
 #ifndef QTTS_GENERATE_H
 #define QTTS_GENERATE_H
 
+#include "../backend/backend.h"
 #include "prompt.h"
 #include "sampling.h"
 #include "talker.h"
@@ -55,7 +59,7 @@ typedef struct {
     bool stopped_by_eos;
 } qtts_gen_result;
 
-qtts_status qtts_generate(const qtts_talker_weights *w, qtts_talker_state *st,
+qtts_status qtts_generate(qtts_backend *be, qtts_seq *seq, const qtts_talker_weights *w,
                           const qtts_prompt *prompt, const qtts_gen_params *gp,
                           qtts_frame_fn on_frame, void *user, qtts_gen_debug *dbg,
                           qtts_gen_result *res, qtts_err *err);

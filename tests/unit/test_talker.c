@@ -60,6 +60,7 @@ typedef struct {
     qtts_st_set *st;
     qtts_talker_weights *w;
     qtts_tokenizer *tok;
+    qtts_backend *be;  /* CPU backend over w (no codec: generation only) */
 } model;
 
 static bool model_open(const char *name, model *m) {
@@ -68,7 +69,8 @@ static bool model_open(const char *name, model *m) {
     memset(m, 0, sizeof(*m));
     snprintf(dir, sizeof dir, "%s/%s", MODELS_DIR, name);
     if (qtts_config_load(dir, &m->cfg, &err) || qtts_st_set_open(dir, "model", &m->st, &err) ||
-        qtts_talker_load(&m->cfg, m->st, &m->w, &err) || qtts_tokenizer_load(dir, &m->tok, &err)) {
+        qtts_talker_load(&m->cfg, m->st, &m->w, &err) || qtts_tokenizer_load(dir, &m->tok, &err) ||
+        qtts_backend_open("cpu", m->w, NULL, &m->be, &err)) {
         CHECK(0, "open model %s: %s", name, err.msg);
         return false;
     }
@@ -76,6 +78,7 @@ static bool model_open(const char *name, model *m) {
 }
 
 static void model_close(model *m) {
+    qtts_backend_close(m->be);
     qtts_talker_free(m->w);
     qtts_st_set_close(m->st);
     qtts_tokenizer_free(m->tok);
@@ -282,8 +285,8 @@ static void run_case(const model *m, const char *mname, const char *cname) {
     qtts_gen_params_default(&m->cfg, &gp);
     gp.talker.do_sample = gp.cp.do_sample = false;
     gp.max_new_tokens = (int)max_new;
-    qtts_talker_state *ts = NULL;
-    s = qtts_talker_state_new(m->w, p.len + gp.max_new_tokens, &ts, &err);
+    qtts_seq *ts = NULL;
+    s = m->be->ops->seq_new(m->be, p.len + gp.max_new_tokens, &ts, &err);
     CHECK(s == QTTS_OK, "%s: state: %s", label, err.msg);
     if (s) {
         qtts_prompt_free(&p);
@@ -301,7 +304,7 @@ static void run_case(const model *m, const char *mname, const char *cname) {
     };
     frame_sink sink = {malloc(sizeof(int32_t) * (size_t)cap * G), cap, G, 0};
     qtts_gen_result r;
-    s = qtts_generate(m->w, ts, &p, &gp, on_frame, &sink, &dbg, &r, &err);
+    s = qtts_generate(m->be, ts, m->w, &p, &gp, on_frame, &sink, &dbg, &r, &err);
     CHECK(s == QTTS_OK, "%s: generate: %s", label, err.msg);
 
     double e_lg = 0, e_hid = 0, e_cp = 0;
@@ -372,7 +375,7 @@ static void run_case(const model *m, const char *mname, const char *cname) {
     free(dbg.talker_hidden);
     free(dbg.cp_logits);
     free(sink.codes);
-    qtts_talker_state_free(ts);
+    m->be->ops->seq_free(m->be, ts);
     qtts_prompt_free(&p);
 free_ids:
     free(in_ids);
@@ -587,26 +590,26 @@ static void test_generate_limits(void) {
     qtts_gen_params_default(&m.cfg, &gp);
     gp.max_new_tokens = 6;
     gp.seed = 7;
-    qtts_talker_state *st;
-    ok = qtts_talker_state_new(m.w, p.len + 4, &st, &err) == QTTS_OK;
+    qtts_seq *st;
+    ok = m.be->ops->seq_new(m.be, p.len + 4, &st, &err) == QTTS_OK;
     REQUIRE(ok, "%s", err.msg);
     qtts_gen_result r;
-    CHECK(qtts_generate(m.w, st, &p, &gp, NULL, NULL, NULL, &r, &err) == QTTS_ERR_LIMIT,
+    CHECK(qtts_generate(m.be, st, m.w, &p, &gp, NULL, NULL, NULL, &r, &err) == QTTS_ERR_LIMIT,
           "state too small");
-    qtts_talker_state_free(st);
-    ok = qtts_talker_state_new(m.w, p.len + 5, &st, &err) == QTTS_OK;
+    m.be->ops->seq_free(m.be, st);
+    ok = m.be->ops->seq_new(m.be, p.len + 5, &st, &err) == QTTS_OK;
     REQUIRE(ok, "%s", err.msg);
     /* sampled run: exactly max_new_tokens - 1 frames unless EOS came first */
-    CHECK(qtts_generate(m.w, st, &p, &gp, NULL, NULL, NULL, &r, &err) == QTTS_OK, "%s", err.msg);
+    CHECK(qtts_generate(m.be, st, m.w, &p, &gp, NULL, NULL, NULL, &r, &err) == QTTS_OK, "%s", err.msg);
     CHECK(r.stopped_by_eos ? r.n_frames == r.n_draws - 1 : (r.n_draws == 6 && r.n_frames == 5),
           "draws %d frames %d eos %d", r.n_draws, r.n_frames, r.stopped_by_eos);
     gp.talker.do_sample = gp.cp.do_sample = false;
-    CHECK(qtts_generate(m.w, st, &p, &gp, stop_at_2, NULL, NULL, &r, &err) == QTTS_ERR_CANCELLED &&
+    CHECK(qtts_generate(m.be, st, m.w, &p, &gp, stop_at_2, NULL, NULL, &r, &err) == QTTS_ERR_CANCELLED &&
               r.n_frames == 3, "cancel: frames %d", r.n_frames);
     p.embeds[5] = NAN;
-    CHECK(qtts_generate(m.w, st, &p, &gp, NULL, NULL, NULL, &r, &err) == QTTS_ERR_NUMERIC,
+    CHECK(qtts_generate(m.be, st, m.w, &p, &gp, NULL, NULL, NULL, &r, &err) == QTTS_ERR_NUMERIC,
           "NaN logits: %s", err.msg);
-    qtts_talker_state_free(st);
+    m.be->ops->seq_free(m.be, st);
     qtts_prompt_free(&p);
     free(ids);
     model_close(&m);

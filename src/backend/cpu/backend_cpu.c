@@ -1,0 +1,99 @@
+/*
+ * backend_cpu.c - backend.h on the CPU: the stages of model/ run as they
+ * are, on weights viewed in place in the mmap. A qtts_seq is a
+ * qtts_talker_state.
+ */
+#include "../backend.h"
+
+typedef struct {
+    qtts_backend base;
+    const qtts_talker_weights *w;
+    const qtts_codec_decoder *codec;
+} cpu_backend;
+
+/* The per-sequence state: the talker state plus the step-input row (per
+ * sequence, so sessions on different threads never share scratch). */
+struct qtts_seq {
+    qtts_talker_state *ts;
+    float *x; /* [H] */
+};
+
+static void cpu_destroy(qtts_backend *be) { qtts_free(be); }
+
+static qtts_status cpu_seq_new(qtts_backend *be, int max_pos, qtts_seq **out, qtts_err *err) {
+    cpu_backend *c = (cpu_backend *)be;
+    *out = NULL;
+    qtts_seq *s = qtts_calloc(1, sizeof *s);
+    if (!s || !(s->x = qtts_malloc(sizeof(float) * (size_t)c->w->hidden))) {
+        qtts_free(s);
+        return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory (sequence state)");
+    }
+    qtts_status st = qtts_talker_state_new(c->w, max_pos, &s->ts, err);
+    if (st) {
+        qtts_free(s->x);
+        qtts_free(s);
+        return st;
+    }
+    *out = s;
+    return QTTS_OK;
+}
+
+static void cpu_seq_free(qtts_backend *be, qtts_seq *s) {
+    if (!s) return;
+    qtts_talker_state_free(s->ts);
+    qtts_free(s->x);
+    qtts_free(s);
+}
+
+static int cpu_seq_max_pos(const qtts_backend *be, const qtts_seq *s) {
+    return qtts_talker_state_max_pos(s->ts);
+}
+
+static qtts_status cpu_prefill(qtts_backend *be, qtts_seq *s, const float *embeds, int L,
+                               float *logits, float *hidden, qtts_err *err) {
+    return qtts_talker_prefill(((cpu_backend *)be)->w, s->ts, embeds, L, logits, hidden, err);
+}
+
+static qtts_status cpu_step(qtts_backend *be, qtts_seq *s, const int32_t *codes,
+                            const float *text_row, float *logits, float *hidden, qtts_err *err) {
+    const qtts_talker_weights *w = ((cpu_backend *)be)->w;
+    qtts_talker_codec_sum(w, codes, s->x);
+    qtts_add_inplace(s->x, text_row, (size_t)w->hidden);
+    return qtts_talker_step(w, s->ts, s->x, logits, hidden, err);
+}
+
+static qtts_status cpu_cp_frame(qtts_backend *be, qtts_seq *s, const float *hidden, int c0,
+                                const qtts_sampler_params *sp, qtts_rng *rng, int32_t *codes_out,
+                                float *cp_logits, qtts_err *err) {
+    return qtts_cp_frame(((cpu_backend *)be)->w, s->ts, hidden, c0, sp, rng, codes_out, cp_logits,
+                         err);
+}
+
+static qtts_status cpu_codec_decode_window(qtts_backend *be, const int32_t *codes, int T,
+                                           float *wav, qtts_err *err) {
+    return qtts_codec_decode_window(((cpu_backend *)be)->codec, codes, T, wav, NULL, err);
+}
+
+static const qtts_backend_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .seq_new = cpu_seq_new,
+    .seq_free = cpu_seq_free,
+    .seq_max_pos = cpu_seq_max_pos,
+    .prefill = cpu_prefill,
+    .step = cpu_step,
+    .cp_frame = cpu_cp_frame,
+    .codec_decode_window = cpu_codec_decode_window,
+};
+
+qtts_status qtts_backend_cpu_open(const qtts_talker_weights *talker,
+                                  const qtts_codec_decoder *codec, qtts_backend **out,
+                                  qtts_err *err) {
+    cpu_backend *c = qtts_calloc(1, sizeof *c);
+    if (!c) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
+    c->base.ops = &cpu_ops;
+    c->w = talker;
+    c->codec = codec;
+    *out = &c->base;
+    return QTTS_OK;
+}
