@@ -140,6 +140,40 @@ typedef struct {
 qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_result *result,
                             qtts_error *err);
 
+/* ---- incremental and batched synthesis (what a server's scheduler uses) ----
+ *
+ * qtts_synthesize is qtts_session_start + qtts_step until done +
+ * qtts_session_finish. A scheduler instead keeps up to B started sessions
+ * and calls qtts_step_batch on all of them once per frame: each weight is
+ * read once for the whole batch, and every session's output is
+ * bit-identical to running it alone. Sessions may join (start) and leave
+ * (finish/cancel) between any two steps. Callbacks of the request fire from
+ * inside these calls, on the calling thread. The request (and the strings
+ * it points to) must stay valid until the session is finished or cancelled.
+ */
+
+/* Validates the request, tokenizes, builds the prompt and runs the prefill.
+ * On failure the session is idle again. */
+qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_error *err);
+
+/* True from a successful start until the session produced its last frame
+ * (EOS or the frame limit) or failed. */
+bool qtts_session_active(const qtts_session *s);
+
+/* One frame for each of the n sessions (all must be active and belong to
+ * the same engine). A session that hits EOS/limit becomes inactive; call
+ * qtts_session_finish on it. errs[i] receives session i's failure (and the
+ * session becomes inactive); the return value is QTTS_OK unless the whole
+ * batch failed. */
+qtts_status qtts_step_batch(qtts_session **sessions, int n, qtts_error *errs);
+
+/* Decodes and delivers the remaining audio, fills result, returns the
+ * session to idle. */
+qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_error *err);
+
+/* Drops an unfinished request; the session returns to idle. */
+void qtts_session_cancel(qtts_session *s);
+
 /* Decode a [n_frames, 16] code matrix to PCM (chunked exactly like the
  * reference); the audio goes to on_audio. */
 qtts_status qtts_decode_codes(qtts_session *s, const int32_t *codes, int n_frames,
