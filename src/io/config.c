@@ -23,7 +23,8 @@
  * at most QTTS_MAX_LANGS languages and QTTS_MAX_SPEAKERS speakers.
  * Semantics the engine does not implement are refused rather than ignored:
  * hidden_act other than silu, rope_scaling other than the default M-RoPE
- * (whose sections must sum to head_dim/2). Across files, the codec must
+ * (whose sections must sum to head_dim/2); for the codec's encoder_config
+ * see config.h. Across files, the codec must
  * consume num_code_groups codes from codebooks of the code predictor's
  * vocabulary size.
  */
@@ -502,6 +503,155 @@ static void read_codec(rd *r, const qtts_json *root, qtts_config *c) {
               c->codec.decode_upsample_rate, (long long)up);
 }
 
+/* ---- speech_tokenizer/config.json: encoder_config ----------------------
+ * The Mimi encoder (reference audio -> codes). Every key read here is used
+ * by the reference's encode path and required; semantics the encoder does
+ * not implement are refused (see config.h). Limits keep every derived size
+ * small: at most QTTS_ENC_MAX_RATIOS strides, residual dilations and
+ * channel counts bounded so no product overflows an int. */
+#define ENC_MAX_KERNEL 63
+#define ENC_MAX_DILATION 4096
+
+/* A string member that must equal `want`; anything else is refused. */
+static void require_str(rd *r, const qtts_json *o, const char *prefix, const char *key,
+                        const char *want) {
+    const qtts_json *v = get_typed(r, o, prefix, key, QTTS_JSON_STRING);
+    if (v && strcmp(v->str, want) != 0)
+        rfail(r, QTTS_ERR_UNSUPPORTED, prefix, key, "only \"%s\" is supported", want);
+}
+
+/* A boolean member that must equal `want`; the other value is refused. */
+static void require_bool(rd *r, const qtts_json *o, const char *prefix, const char *key, bool want) {
+    const qtts_json *v = get_typed(r, o, prefix, key, QTTS_JSON_BOOL);
+    if (v && v->boolean != want)
+        rfail(r, QTTS_ERR_UNSUPPORTED, prefix, key, "only %s is supported", want ? "true" : "false");
+}
+
+static void read_codec_encoder(rd *r, const qtts_json *root, qtts_config *c) {
+    const char *P = "encoder_config";
+    const qtts_json *e = get_typed(r, root, NULL, P, QTTS_JSON_OBJECT);
+    if (!e) return;
+    qtts_codec_enc_config *E = &c->codec_enc;
+
+    E->sampling_rate = get_int(r, e, P, "sampling_rate", 8000, 192000);
+    E->frame_rate = get_num(r, e, P, "_frame_rate", 0, 192000, true);
+    if (get_int(r, e, P, "audio_channels", 1, MAX_SIZE) > 1)
+        rfail(r, QTTS_ERR_UNSUPPORTED, P, "audio_channels", "only mono (1) is supported");
+    E->hidden = get_int(r, e, P, "hidden_size", 1, MAX_SIZE);
+    E->num_filters = get_int(r, e, P, "num_filters", 1, MAX_SIZE);
+    E->num_residual_layers = get_int(r, e, P, "num_residual_layers", 0, 8);
+    const qtts_json *ra = get_typed(r, e, P, "upsampling_ratios", QTTS_JSON_ARRAY);
+    if (ra && (ra->count < 1 || ra->count > QTTS_ENC_MAX_RATIOS))
+        rfail(r, QTTS_ERR_FORMAT, P, "upsampling_ratios", "must have 1..%d entries, not %zu",
+              QTTS_ENC_MAX_RATIOS, ra->count);
+    if (ra && !r->st) {
+        E->n_ratios = (int)ra->count;
+        get_int_array(r, e, P, "upsampling_ratios", ra->count, 1, 64, E->ratios);
+    }
+    E->kernel_size = get_int(r, e, P, "kernel_size", 1, ENC_MAX_KERNEL);
+    E->last_kernel_size = get_int(r, e, P, "last_kernel_size", 1, ENC_MAX_KERNEL);
+    E->residual_kernel_size = get_int(r, e, P, "residual_kernel_size", 1, ENC_MAX_KERNEL);
+    E->dilation_growth_rate = get_int(r, e, P, "dilation_growth_rate", 1, 64);
+    E->compress = get_int(r, e, P, "compress", 1, 64);
+    require_bool(r, e, P, "use_causal_conv", true);
+    require_str(r, e, P, "pad_mode", "constant");
+    require_bool(r, e, P, "use_conv_shortcut", false);
+
+    E->layers = get_int(r, e, P, "num_hidden_layers", 1, MAX_LAYERS);
+    E->heads = get_int(r, e, P, "num_attention_heads", 1, MAX_HEADS);
+    E->kv_heads = get_int(r, e, P, "num_key_value_heads", 1, MAX_HEADS);
+    E->head_dim = get_int(r, e, P, "head_dim", 2, MAX_SIZE);
+    E->inter = get_int(r, e, P, "intermediate_size", 1, MAX_SIZE);
+    E->norm_eps = (float)get_num(r, e, P, "norm_eps", 0, 1, true);
+    E->rope_theta = get_num(r, e, P, "rope_theta", 0, 1e12, true);
+    require_str(r, e, P, "hidden_act", "gelu");
+    require_bool(r, e, P, "attention_bias", false);
+    require_bool(r, e, P, "use_streaming", false);
+    const qtts_json *rs = r->st ? NULL : qtts_json_get(e, "rope_scaling");
+    if (rs && rs->type != QTTS_JSON_NULL)
+        rfail(r, QTTS_ERR_UNSUPPORTED, P, "rope_scaling", "only null (default RoPE) is supported");
+
+    E->codebook_size = get_int(r, e, P, "codebook_size", 1, MAX_SIZE);
+    E->codebook_dim = get_int(r, e, P, "codebook_dim", 1, MAX_SIZE);
+    const int vq_hidden = get_int(r, e, P, "vector_quantization_hidden_dimension", 1, MAX_SIZE);
+    E->num_quantizers = get_int(r, e, P, "num_quantizers", 2, 64);
+    E->num_semantic_quantizers = get_int(r, e, P, "num_semantic_quantizers", 1, 64);
+    if (r->st) return;
+
+    /* shapes */
+    if (vq_hidden != E->codebook_dim) {
+        rfail(r, QTTS_ERR_FORMAT, P, "vector_quantization_hidden_dimension",
+              "%d != codebook_dim %d (the quantizer input is compared with codebook vectors)",
+              vq_hidden, E->codebook_dim);
+        return;
+    }
+    if (E->num_semantic_quantizers >= E->num_quantizers) {
+        rfail(r, QTTS_ERR_FORMAT, P, "num_semantic_quantizers", "%d must be below num_quantizers %d",
+              E->num_semantic_quantizers, E->num_quantizers);
+        return;
+    }
+    if (E->head_dim % 2) {
+        rfail(r, QTTS_ERR_FORMAT, P, "head_dim", "%d must be even (RoPE rotates pairs)", E->head_dim);
+        return;
+    }
+    if (E->heads % E->kv_heads) {
+        rfail(r, QTTS_ERR_FORMAT, P, "num_key_value_heads", "%d does not divide num_attention_heads %d",
+              E->kv_heads, E->heads);
+        return;
+    }
+    if ((int64_t)E->heads * E->head_dim > MAX_SIZE) {
+        rfail(r, QTTS_ERR_FORMAT, P, "head_dim", "num_attention_heads*head_dim exceeds %d", MAX_SIZE);
+        return;
+    }
+    if (E->num_filters < E->compress) {
+        rfail(r, QTTS_ERR_FORMAT, P, "compress", "%d exceeds num_filters %d (residual blocks would have no channels)",
+              E->compress, E->num_filters);
+        return;
+    }
+    if (((int64_t)E->num_filters << E->n_ratios) > MAX_SIZE) {
+        rfail(r, QTTS_ERR_FORMAT, P, "num_filters", "%d doubled %d times exceeds %d", E->num_filters,
+              E->n_ratios, MAX_SIZE);
+        return;
+    }
+    int64_t dil = 1;
+    for (int j = 1; j < E->num_residual_layers; j++) dil *= E->dilation_growth_rate;
+    if (dil * (E->residual_kernel_size - 1) > ENC_MAX_DILATION) {
+        rfail(r, QTTS_ERR_FORMAT, P, "dilation_growth_rate",
+              "residual receptive field %lld exceeds %d", (long long)(dil * (E->residual_kernel_size - 1)),
+              ENC_MAX_DILATION);
+        return;
+    }
+
+    /* rates: hop = product of ratios; the downsample halves the SEANet rate */
+    int64_t hop = 1;
+    for (int i = 0; i < E->n_ratios; i++) hop *= E->ratios[i];
+    if (hop > MAX_SIZE) {
+        rfail(r, QTTS_ERR_FORMAT, P, "upsampling_ratios", "product %lld exceeds %d", (long long)hop, MAX_SIZE);
+        return;
+    }
+    E->hop = (int)hop;
+    if (E->sampling_rate != c->codec.input_sample_rate) {
+        rfail(r, QTTS_ERR_FORMAT, P, "sampling_rate", "%d != input_sample_rate %d", E->sampling_rate,
+              c->codec.input_sample_rate);
+        return;
+    }
+    if (E->sampling_rate % E->hop || (double)(E->sampling_rate / E->hop) != 2.0 * E->frame_rate) {
+        rfail(r, QTTS_ERR_UNSUPPORTED, P, "_frame_rate",
+              "%g must be half of sampling_rate / prod(upsampling_ratios) = %d / %d", E->frame_rate,
+              E->sampling_rate, E->hop);
+        return;
+    }
+    if ((int64_t)c->codec.encode_downsample_rate != 2 * hop) {
+        rfail(r, QTTS_ERR_FORMAT, NULL, "encode_downsample_rate", "%d != 2 * prod(encoder_config.upsampling_ratios) = %lld",
+              c->codec.encode_downsample_rate, (long long)(2 * hop));
+        return;
+    }
+
+    if (c->codec.encoder_valid_num_quantizers > E->num_quantizers)
+        rfail(r, QTTS_ERR_FORMAT, NULL, "encoder_valid_num_quantizers", "%d exceeds encoder_config.num_quantizers %d",
+              c->codec.encoder_valid_num_quantizers, E->num_quantizers);
+}
+
 /* Read and parse the JSON object at path; NULL with err set on failure. */
 static qtts_json *load_json(const char *path, qtts_err *err) {
     char *text = NULL;
@@ -534,7 +684,10 @@ qtts_status qtts_config_load(const char *dir, qtts_config *cfg, qtts_err *err) {
         rd r = {.file = path, .err = err};
         if (i == 0) read_main(&r, doc, &c);
         else if (i == 1) read_generation(&r, doc, &c);
-        else read_codec(&r, doc, &c);
+        else {
+            read_codec(&r, doc, &c);
+            read_codec_encoder(&r, doc, &c);
+        }
         qtts_json_free(doc);
         if (r.st) return r.st;
     }
@@ -549,6 +702,15 @@ qtts_status qtts_config_load(const char *dir, qtts_config *cfg, qtts_err *err) {
         return qtts_fail(err, QTTS_ERR_FORMAT,
                          "%s: decoder_config.codebook_size: %d != code_predictor_config.vocab_size %d",
                          path, c.codec.codebook_size, c.cp.vocab);
+    /* Reference codes from the encoder sit next to generated ones. */
+    if (c.codec.encoder_valid_num_quantizers != c.codec.num_quantizers)
+        return qtts_fail(err, QTTS_ERR_FORMAT,
+                         "%s: encoder_valid_num_quantizers: %d != decoder_config.num_quantizers %d",
+                         path, c.codec.encoder_valid_num_quantizers, c.codec.num_quantizers);
+    if (c.codec_enc.codebook_size != c.codec.codebook_size)
+        return qtts_fail(err, QTTS_ERR_FORMAT,
+                         "%s: encoder_config.codebook_size: %d != decoder_config.codebook_size %d",
+                         path, c.codec_enc.codebook_size, c.codec.codebook_size);
     *cfg = c;
     return QTTS_OK;
 }

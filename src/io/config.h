@@ -50,6 +50,35 @@ typedef struct {
     char dialect[QTTS_NAME_MAX];         /* spk_is_dialect value, "" when false */
 } qtts_speaker;
 
+/* speech_tokenizer/config.json: encoder_config, the Mimi encoder that
+ * turns reference audio into codes (read by read_codec_encoder in
+ * config.c). Only the keys the reference's encode path uses are read;
+ * all of them are required. Refused as unsupported: audio_channels != 1,
+ * use_causal_conv false, pad_mode other than "constant",
+ * use_conv_shortcut true, hidden_act other than "gelu", attention_bias
+ * true, use_streaming true, a non-null rope_scaling, and a frame rate
+ * that is not half the SEANet rate (the downsample conv is k4 s2).
+ * sliding_window is not read: the reference's default (sdpa/eager)
+ * attention ignores it (spec 14.2). */
+#define QTTS_ENC_MAX_RATIOS 8
+typedef struct {
+    int sampling_rate;                /* sampling_rate, == input_sample_rate */
+    double frame_rate;                /* _frame_rate: sampling_rate / (2 * hop) */
+    int hidden;                       /* hidden_size: SEANet output, transformer width */
+    int num_filters;                  /* channels after the first conv */
+    int num_residual_layers;          /* residual blocks per SEANet stage */
+    int n_ratios;
+    int ratios[QTTS_ENC_MAX_RATIOS];  /* upsampling_ratios, file order (applied reversed) */
+    int hop;                          /* product of ratios: samples per SEANet frame */
+    int kernel_size, last_kernel_size, residual_kernel_size;
+    int dilation_growth_rate, compress;
+    int layers, heads, kv_heads, head_dim, inter;
+    float norm_eps;
+    double rope_theta;
+    int codebook_size, codebook_dim;  /* codebook_dim == vector_quantization_hidden_dimension */
+    int num_quantizers, num_semantic_quantizers;
+} qtts_codec_enc_config;
+
 typedef struct {
     /* top level */
     qtts_model_type model_type;          /* tts_model_type */
@@ -107,6 +136,8 @@ typedef struct {
         int encode_downsample_rate;
         int encoder_valid_num_quantizers;
     } codec;
+
+    qtts_codec_enc_config codec_enc;  /* speech_tokenizer/config.json: encoder_config */
 } qtts_config;
 
 /* Load and validate all three files under dir. */
