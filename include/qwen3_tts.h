@@ -56,6 +56,7 @@ typedef struct {
 
 typedef struct qtts_engine qtts_engine;
 typedef struct qtts_session qtts_session;
+typedef struct qtts_voice qtts_voice;
 
 typedef struct {
     const char *backend;   /* "cpu" (default) */
@@ -120,6 +121,16 @@ typedef struct {
     int max_new_tokens;         /* codebook-0 draws including EOS; <0 = config */
     uint64_t seed;
 
+    /* Voice cloning (Base models): either a voice profile, or a reference
+     * recording (WAV, FLAC, MP3 or Ogg bytes, 1-30 s) with, for in-context
+     * cloning, its transcript. Without ref_text (or with x_vector_only) only
+     * the speaker embedding is used. */
+    const qtts_voice *voice;
+    const void *ref_audio;
+    size_t ref_audio_len;
+    const char *ref_text;
+    bool x_vector_only;
+
     qtts_audio_cb on_audio;     /* decoded PCM as it becomes final */
     qtts_frame_cb on_frame;     /* each generated frame's 16 codes */
     void *user;
@@ -139,6 +150,37 @@ typedef struct {
 /* Synthesizes req on session s. result may be NULL. */
 qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_result *result,
                             qtts_error *err);
+
+/* ---- voice profiles: clone once, reuse many times ----------------------------
+ *
+ * A profile holds what cloning extracts from a reference recording: the
+ * speaker embedding (x-vector), and for in-context cloning the reference
+ * codes and transcript, plus the language and the model it was made with.
+ * Files are versioned and checksummed; loading one made by an incompatible
+ * model (another hidden size or codec) is refused with a clear error.
+ * A profile is immutable and may be shared by sessions and threads.
+ */
+qtts_status qtts_voice_create(const qtts_engine *e, const void *audio, size_t audio_len,
+                              const char *ref_text, bool x_vector_only, const char *language,
+                              qtts_voice **out, qtts_error *err);
+qtts_status qtts_voice_save(const qtts_voice *v, const char *path, qtts_error *err);
+qtts_status qtts_voice_load(const qtts_engine *e, const char *path, qtts_voice **out,
+                            qtts_error *err);
+void qtts_voice_free(qtts_voice *v);        /* NULL ok */
+
+typedef struct {
+    int version;                /* file format version */
+    bool in_context;            /* has reference codes + transcript */
+    int ref_frames;             /* reference codes frames (0 for x-vector only) */
+    int xvector_dim;
+    const char *ref_text;       /* NULL for x-vector only */
+    const char *language;       /* may be NULL ("auto") */
+    const char *model_type;     /* "base" */
+    const char *model_size;     /* "0b6" | "1b7" */
+} qtts_voice_info;
+
+/* Describes a profile; the strings live as long as the profile. */
+void qtts_voice_get_info(const qtts_voice *v, qtts_voice_info *info);
 
 /* ---- incremental and batched synthesis (what a server's scheduler uses) ----
  *
