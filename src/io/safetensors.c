@@ -66,6 +66,8 @@ struct qtts_st_file {
     size_t n_tensors;
     qtts_tensor *tensors; /* sorted by name */
     char *names;          /* one block holding every name */
+    size_t n_meta;
+    char **meta;          /* [2 * n_meta]: key, value, key, value, ... (owned) */
 };
 
 static const struct {
@@ -112,8 +114,16 @@ void qtts_st_close(qtts_st_file *f) {
     if (f->fd >= 0) close(f->fd);
     qtts_free(f->tensors);
     qtts_free(f->names);
+    for (size_t i = 0; i < 2 * f->n_meta; i++) qtts_free(f->meta[i]);
+    qtts_free(f->meta);
     qtts_free(f->path);
     qtts_free(f);
+}
+
+const char *qtts_st_metadata(const qtts_st_file *f, const char *key) {
+    for (size_t i = 0; i < f->n_meta; i++)
+        if (strcmp(f->meta[2 * i], key) == 0) return f->meta[2 * i + 1];
+    return NULL;
 }
 
 /* A JSON number that is an integer in [0, 2^53). */
@@ -261,6 +271,20 @@ static qtts_status parse_header(qtts_st_file *f, const char *hdr, size_t n, qtts
                 st = qtts_fail(err, QTTS_ERR_FORMAT,
                                "%s: __metadata__ must be an object of string values", path);
                 goto out;
+            }
+            f->meta = qtts_calloc(2 * m->count + 1, sizeof *f->meta);
+            if (!f->meta) {
+                st = qtts_fail(err, QTTS_ERR_NOMEM, "%s: out of memory for metadata", path);
+                goto out;
+            }
+            for (size_t j = 0; j < m->count; j++, f->n_meta++) {
+                f->meta[2 * j] = qtts_strdup(m->keys[j]);
+                f->meta[2 * j + 1] = qtts_strdup(m->items[j]->str);
+                if (!f->meta[2 * j] || !f->meta[2 * j + 1]) {
+                    f->n_meta++; /* so close() frees the partial pair */
+                    st = qtts_fail(err, QTTS_ERR_NOMEM, "%s: out of memory for metadata", path);
+                    goto out;
+                }
             }
             continue;
         }

@@ -30,6 +30,13 @@ typedef enum {
     QTTS_DT_I32,
     QTTS_DT_I8,
     QTTS_DT_U8,
+    /* ---- quantized block formats (layout in kernels/quant.h) ----
+     * Produced in memory by qtts_mat_quantize. The loader does not accept
+     * them in files: their dtype strings ("Q8_0", "Q4_0") are not in its
+     * whitelist, and qtts_dtype_size() is 0 for them (a block holds 32
+     * elements; see qtts_quant_row_bytes). */
+    QTTS_DT_Q8_0,
+    QTTS_DT_Q4_0,
 } qtts_dtype;
 
 #define QTTS_MAX_RANK 8
@@ -55,6 +62,8 @@ size_t qtts_st_count(const qtts_st_file *f);
 const qtts_tensor *qtts_st_at(const qtts_st_file *f, size_t i);  /* sorted by name */
 const qtts_tensor *qtts_st_find(const qtts_st_file *f, const char *name);
 const char *qtts_st_path(const qtts_st_file *f);
+/* A "__metadata__" value, or NULL when the key is absent. */
+const char *qtts_st_metadata(const qtts_st_file *f, const char *key);
 
 /* A set of files that together hold a model: either "<dir>/<stem>.safetensors"
  * or the shards listed by "<dir>/<stem>.safetensors.index.json"
