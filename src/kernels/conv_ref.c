@@ -10,8 +10,8 @@
  * qtts_conv1d_causal computes a tile of MR=8 output channels x NR=8 time
  * samples in local accumulators:
  *     for tap k:  for ci:  acc[r][j] += Wp[k][ci][r] * x[ci][t0 + j - (taps-1-k)*dil]
- * Tiles run over column blocks of the input sized to stay in L2 (cin x
- * ~192 KiB / cin columns); within a block every MR row group of packed
+ * Tiles run over column blocks of the input sized to stay in L2 (about
+ * 192 KiB: 64..1024 columns of cin rows); within a block every MR row group of packed
  * weights ([taps][cin][MR], contiguous) passes over it. The inner r x j
  * update is a fixed-size loop the compiler vectorises (SSE2 at -O2:
  * ~12-16 GFLOP/s on one core of a 2-core AMD EPYC dev VM).
