@@ -3,6 +3,10 @@
 #   make            build build/qwen3-tts (CPU)
 #   make test       build and run every test (tests/run.sh prints "N passed, N failed")
 #   make test-asan  the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test-tsan  the thread-pool and kernel tests under ThreadSanitizer
+#   make bench-kernels  matmul weight-read GB/s per format and thread count (not a test)
+#   make check-arm  cross-compile for aarch64 and run the kernel tests under
+#                   qemu (needs gcc-aarch64-linux-gnu; qemu-user optional)
 #   make fuzz-wav   libFuzzer (clang) on the WAV parser + resampler for FUZZ_TIME s
 #   make clean
 #
@@ -12,9 +16,11 @@
 CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
+# -ffp-contract=off: no silent fusing of a*b+c, so the kernels' documented
+# accumulation orders (src/kernels/kernels_impl.h) hold on every compiler.
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wshadow -Wno-unused-parameter \
               -Werror=implicit-function-declaration -Werror=incompatible-pointer-types \
-              -Iinclude -Isrc -Iapp -pthread
+              -ffp-contract=off -Iinclude -Isrc -Iapp -pthread
 CFLAGS  ?= $(OPT)
 LDLIBS  = -lutf8proc -lsndfile -lsoxr -lm -pthread
 SAN_FLAGS = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -30,12 +36,26 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libqtts.a
 BIN      := $(BUILD)/qwen3-tts
 
-.PHONY: all test test-asan fuzz-wav clean
+.PHONY: all test test-asan test-tsan test-some bench-kernels check-arm fuzz-wav clean
 all: $(BIN)
+
+# Per-ISA kernel files (src/kernels/kernels_<isa>.c) are the only objects
+# compiled for a specific instruction set; kernels.c picks one at run time
+# from the CPU's features, so everything else stays baseline. A file for
+# another architecture compiles to nothing.
+TARGET_MACHINE := $(shell $(CC) -dumpmachine)
+ifneq ($(filter x86_64%,$(TARGET_MACHINE)),)
+$(BUILD)/%_avx2.o:    ISA_FLAGS = -mavx2 -mfma -mf16c
+$(BUILD)/%_avxvnni.o: ISA_FLAGS = -mavx2 -mfma -mf16c -mavxvnni
+$(BUILD)/%_avx512.o:  ISA_FLAGS = -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+endif
+ifneq ($(filter aarch64%,$(TARGET_MACHINE)),)
+$(BUILD)/%_neondot.o: ISA_FLAGS = -march=armv8.2-a+dotprod
+endif
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(ISA_FLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(OBJ)
 	@rm -f $@
@@ -54,6 +74,38 @@ test: $(BIN) $(TEST_BIN)
 
 test-asan:
 	$(MAKE) BUILD=build-asan CFLAGS="$(SAN_FLAGS)" test
+
+# ThreadSanitizer on the tests that exercise the thread pool: the library
+# is rebuilt with TSan and only test_thread* / test_kernels* run.
+TSAN_FLAGS = -O1 -fno-omit-frame-pointer -fsanitize=thread
+test-tsan:
+	$(MAKE) BUILD=build-tsan CFLAGS="$(TSAN_FLAGS)" test-some TEST_ONLY="test_thread% test_kernels%"
+
+test-some: $(filter $(addprefix $(BUILD)/tests/,$(TEST_ONLY)),$(TEST_BIN))
+	@tests/run.sh $^
+
+# Matmul micro-benchmark (tools/bench_kernels.c): weight-read GB/s per
+# format and thread count next to a memory-bandwidth probe. Not a test.
+BENCH_ARGS ?=
+$(BUILD)/bench_kernels: tools/bench_kernels.c $(LIB)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+bench-kernels: $(BUILD)/bench_kernels
+	$< $(BENCH_ARGS)
+
+# aarch64 cross check: the library compiled with aarch64-linux-gnu-gcc
+# (-idirafter lets it see the host's arch-independent library headers),
+# then the kernel and thread tests linked statically and run under
+# qemu-aarch64 when it is installed (its "max" CPU has the dot product).
+ARM_CC    ?= aarch64-linux-gnu-gcc
+ARM_BUILD ?= build-arm
+ARM_TESTS  = $(ARM_BUILD)/tests/test_kernels $(ARM_BUILD)/tests/test_thread
+check-arm:
+	$(MAKE) CC=$(ARM_CC) BUILD=$(ARM_BUILD) CFLAGS="$(OPT) -idirafter /usr/include" \
+	    LDLIBS="-static -lm -pthread" $(ARM_BUILD)/libqtts.a $(ARM_TESTS)
+	@if command -v qemu-aarch64 >/dev/null 2>&1; then \
+	    for t in $(ARM_TESTS); do qemu-aarch64 -cpu max $$t || exit 1; done; \
+	else echo "check-arm: qemu-aarch64 not installed, compiled only"; fi
 
 # libFuzzer harnesses: built with clang from the sources they exercise;
 # new corpus entries go to $(FUZZ_BUILD)/corpus-*, the committed seeds are
@@ -76,6 +128,6 @@ fuzz-wav: $(FUZZ_BUILD)/fuzz_wav
 	$< $(FUZZ_OPTS) $(FUZZ_BUILD)/corpus-wav tests/fuzz/corpus/wav
 
 clean:
-	rm -rf build build-asan $(FUZZ_BUILD)
+	rm -rf build build-asan build-tsan build-arm $(FUZZ_BUILD)
 
 -include $(OBJ:.o=.d) $(APP_OBJ:.o=.d)

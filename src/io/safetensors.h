@@ -34,7 +34,7 @@ typedef enum {
      * Produced in memory by qtts_mat_quantize. The loader does not accept
      * them in files: their dtype strings ("Q8_0", "Q4_0") are not in its
      * whitelist, and qtts_dtype_size() is 0 for them (a block holds 32
-     * elements; see qtts_quant_row_bytes). */
+     * elements; see qtts_mat_row_bytes in kernels/kernels.h). */
     QTTS_DT_Q8_0,
     QTTS_DT_Q4_0,
 } qtts_dtype;

@@ -1,38 +1,66 @@
 /*
  * kernels.h - CPU math used by every model stage. Plain C ABI, no model
- * knowledge. All activations are fp32; weights are read in their file
- * dtype (BF16 upcast exactly on use, F32 as is) straight from the mmap.
+ * knowledge. All activations are fp32; weights are read in their stored
+ * format straight from the mmap (BF16 upcast exactly on use, F32 as is) or
+ * from an owned quantized copy (Q8_0/Q4_0, quant.h).
  *
  * Determinism rule: a row of a matmul is computed by exactly the same code
- * (same accumulation order) whether it is alone or one of many rows, so a
- * batched step gives bit-identical results to a single-stream step.
+ * (same accumulation order) whether it is alone or one of many rows, and
+ * whichever thread computes it, so a batched step gives bit-identical
+ * results to a single-stream step at any thread count. Different
+ * instruction sets may round differently: kernels_impl.h states each
+ * path's order and the error budget against the scalar reference.
  *
  * kernels_ref.c is the scalar reference: the oracle for every optimised
- * path added later.
+ * path (kernels_avx2.c, kernels_avx512.c, kernels_neon.c; kernels.c picks
+ * one at run time and splits matmul rows over the thread pool,
+ * base/thread.h).
  */
 #ifndef QTTS_KERNELS_H
 #define QTTS_KERNELS_H
 
 #include "../base/base.h"
 #include "../io/safetensors.h"
+#include "quant.h"
 
 /* A 2-D weight matrix [rows, cols] (PyTorch Linear layout: y = x·Wᵀ),
- * row-major, viewed in place (not owned). */
+ * row-major. A view (not owned), except what qtts_mat_quantize returns. */
 typedef struct {
     const void *data;
-    qtts_dtype dtype;   /* QTTS_DT_F32 or QTTS_DT_BF16 */
-    int rows, cols;
+    qtts_dtype dtype;   /* QTTS_DT_F32, QTTS_DT_BF16, QTTS_DT_Q8_0 or QTTS_DT_Q4_0 */
+    int rows, cols;     /* logical elements; cols % 32 == 0 for Q8_0/Q4_0 */
 } qtts_mat;
 
 /* View a tensor as a matrix: rank-2 [rows, cols], or rank-3 [rows, cols, 1]
  * (1x1 convs). Asserts on programmer error; shapes are checked at load. */
 qtts_mat qtts_mat_from(const qtts_tensor *t);
 
-/* y[n, W.rows] = x[n, W.cols] · Wᵀ (+ bias[W.rows] if bias != NULL). */
+/* y[n, W.rows] = x[n, W.cols] · Wᵀ (+ bias[W.rows] if bias != NULL).
+ * Rows of W are split over the process-wide thread pool. For Q8_0/Q4_0
+ * weights each row of x is first quantized to int8 per 32-element block
+ * (kernels_impl.h); F32/BF16 weights use x as is. y must not alias x. */
 void qtts_matmul(float *y, const float *x, int n, const qtts_mat *W, const float *bias);
 
-/* One row of W as f32 (embedding lookup): out[W.cols] = W[row]. */
+/* One row of W as f32 (embedding lookup): out[W.cols] = W[row]
+ * (dequantized for Q8_0/Q4_0). */
 void qtts_mat_row(float *out, const qtts_mat *W, int row);
+
+/* Bytes of one row of cols elements in a matrix of dtype dt. */
+size_t qtts_mat_row_bytes(qtts_dtype dt, int cols);
+
+/* Load-time quantization: *dst = src (F32 or BF16) in format q (QTTS_DT_Q8_0
+ * or QTTS_DT_Q4_0), with its own memory (release with qtts_mat_free).
+ * Fails with QTTS_ERR_INVALID if src.cols % 32 != 0 or the formats do not
+ * apply, QTTS_ERR_NOMEM on allocation failure; *dst is then zeroed. */
+qtts_status qtts_mat_quantize(const qtts_mat *src, qtts_dtype q, qtts_mat *dst, qtts_err *err);
+
+/* Frees the memory of a matrix returned by qtts_mat_quantize and zeroes
+ * it (NULL and zeroed matrices are fine). Never call it on a view. */
+void qtts_mat_free(qtts_mat *m);
+
+/* The instruction set qtts_matmul runs on here: "avx512", "avx-vnni",
+ * "avx2", "neon-dotprod", "neon" or "scalar". */
+const char *qtts_kernels_isa(void);
 
 /* out = x / sqrt(mean(x²) + eps) * w  (n elements; out may alias x). */
 void qtts_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
@@ -63,7 +91,8 @@ void qtts_swiglu(float *y, const float *gate, const float *up, size_t n);
 /* y += x */
 void qtts_add_inplace(float *y, const float *x, size_t n);
 
-/* Dot product with the same 8-lane accumulation order as qtts_matmul rows. */
+/* Dot product in the scalar reference's 8-lane order (kernels_ref.c); the
+ * same bits on every machine, independent of the matmul's SIMD path. */
 float qtts_dot_f32(const float *a, const float *b, int n);
 
 /* ==== 1-D convolution kernels (conv_ref.c) ================================

@@ -1,19 +1,24 @@
 /*
- * kernels_ref.c - scalar reference implementations of kernels.h.
+ * kernels_ref.c - scalar reference implementations of kernels.h, and the
+ * "scalar" ISA table (kernels_impl.h) used where no SIMD path runs.
  *
- * Dot products accumulate in 8 independent fp32 lanes (then summed
- * pairwise): cheap for the compiler to vectorise and a fixed, documented
- * order, so every caller sees the same bits for the same inputs.
+ * F32/BF16 dot products accumulate in 8 independent fp32 lanes (then
+ * summed pairwise): cheap for the compiler to vectorise and a fixed,
+ * documented order, so every caller sees the same bits for the same
+ * inputs. The quantized dots follow the 16-lane order that every SIMD
+ * path reproduces bit for bit (kernels_impl.h).
  */
-#include "kernels.h"
+#include "kernels_impl.h"
 
 #include <math.h>
 #include <string.h>
 
 qtts_mat qtts_mat_from(const qtts_tensor *t) {
-    QTTS_ASSERT(t && (t->dtype == QTTS_DT_F32 || t->dtype == QTTS_DT_BF16));
+    QTTS_ASSERT(t && (t->dtype == QTTS_DT_F32 || t->dtype == QTTS_DT_BF16 ||
+                      t->dtype == QTTS_DT_Q8_0 || t->dtype == QTTS_DT_Q4_0));
     QTTS_ASSERT(t->rank == 2 || (t->rank == 3 && t->shape[2] == 1));
     qtts_mat m = {t->data, t->dtype, (int)t->shape[0], (int)t->shape[1]};
+    QTTS_ASSERT(m.dtype == QTTS_DT_F32 || m.dtype == QTTS_DT_BF16 || m.cols % QTTS_QK == 0);
     return m;
 }
 
@@ -39,30 +44,99 @@ static float dot_bf16(const uint16_t *w, const float *x, int n) {
     return reduce8(acc);
 }
 
-void qtts_matmul(float *y, const float *x, int n, const qtts_mat *W, const float *bias) {
-    const int R = W->rows, C = W->cols;
-    for (int t = 0; t < n; t++) {
-        const float *xr = x + (size_t)t * C;
-        float *yr = y + (size_t)t * R;
-        if (W->dtype == QTTS_DT_BF16) {
-            const uint16_t *w = W->data;
-            for (int r = 0; r < R; r++) yr[r] = dot_bf16(w + (size_t)r * C, xr, C);
-        } else {
-            const float *w = W->data;
-            for (int r = 0; r < R; r++) yr[r] = qtts_dot_f32(w + (size_t)r * C, xr, C);
+/* ==== matmul row kernels (the "scalar" table) =========================== */
+
+static void mm_f32(const qtts_mm_job *j, int r0, int r1) {
+    const int R = j->W->rows, C = j->W->cols;
+    const float *w = j->W->data;
+    for (int t = 0; t < j->n; t++)
+        for (int r = r0; r < r1; r++) {
+            float v = qtts_dot_f32(w + (size_t)r * C, j->x + (size_t)t * C, C);
+            j->y[(size_t)t * R + r] = j->bias ? v + j->bias[r] : v;
         }
-        if (bias)
-            for (int r = 0; r < R; r++) yr[r] += bias[r];
-    }
 }
+
+static void mm_bf16(const qtts_mm_job *j, int r0, int r1) {
+    const int R = j->W->rows, C = j->W->cols;
+    const uint16_t *w = j->W->data;
+    for (int t = 0; t < j->n; t++)
+        for (int r = r0; r < r1; r++) {
+            float v = dot_bf16(w + (size_t)r * C, j->x + (size_t)t * C, C);
+            j->y[(size_t)t * R + r] = j->bias ? v + j->bias[r] : v;
+        }
+}
+
+float qtts_dot_q8_0_ref(const void *w, const int8_t *xq, const float *xd, int cols) {
+    float acc[16] = {0};
+    for (int b = 0; b < cols / QTTS_QK; b++) {
+        const uint8_t *blk = (const uint8_t *)w + b * sizeof(qtts_block_q8_0);
+        const int8_t *qs = (const int8_t *)(blk + offsetof(qtts_block_q8_0, qs));
+        const int8_t *xb = xq + b * QTTS_QK;
+        const float s = qtts_block_scale(blk) * xd[b];
+        for (int l = 0; l < 8; l++) {
+            int p = 0;
+            for (int k = 4 * l; k < 4 * l + 4; k++) p += qs[k] * xb[k];
+            acc[(b & 1) * 8 + l] += (float)p * s;
+        }
+    }
+    return qtts_fold16(acc);
+}
+
+float qtts_dot_q4_0_ref(const void *w, const int8_t *xq, const float *xd, int cols) {
+    float acc[16] = {0};
+    for (int b = 0; b < cols / QTTS_QK; b++) {
+        const uint8_t *blk = (const uint8_t *)w + b * sizeof(qtts_block_q4_0);
+        const uint8_t *qs = blk + offsetof(qtts_block_q4_0, qs);
+        const int8_t *xb = xq + b * QTTS_QK;
+        const float s = qtts_block_scale(blk) * xd[b];
+        for (int l = 0; l < 8; l++) {
+            int p = 0;
+            for (int k = 4 * l; k < 4 * l + 4; k++) {
+                int code = k < 16 ? (qs[k] & 15) : (qs[k - 16] >> 4);
+                p += (code - 8) * xb[k];
+            }
+            acc[(b & 1) * 8 + l] += (float)p * s;
+        }
+    }
+    return qtts_fold16(acc);
+}
+
+static void mm_quant(const qtts_mm_job *j, int r0, int r1,
+                     float (*dot)(const void *, const int8_t *, const float *, int)) {
+    const int R = j->W->rows, C = j->W->cols;
+    const size_t rb = qtts_mat_row_bytes(j->W->dtype, C);
+    for (int t = 0; t < j->n; t++)
+        for (int r = r0; r < r1; r++) {
+            float v = dot((const uint8_t *)j->W->data + (size_t)r * rb, j->xq + (size_t)t * C,
+                          j->xd + (size_t)t * (C / QTTS_QK), C);
+            j->y[(size_t)t * R + r] = j->bias ? v + j->bias[r] : v;
+        }
+}
+
+static void mm_q8_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, qtts_dot_q8_0_ref); }
+static void mm_q4_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, qtts_dot_q4_0_ref); }
+
+const qtts_isa qtts_isa_ref = {
+    .name = "scalar",
+    .mm_f32 = mm_f32,
+    .mm_bf16 = mm_bf16,
+    .mm_q8_0 = mm_q8_0,
+    .mm_q4_0 = mm_q4_0,
+    .quantize_act = qtts_quantize_act_ref,
+};
 
 void qtts_mat_row(float *out, const qtts_mat *W, int row) {
     QTTS_ASSERT(row >= 0 && row < W->rows);
-    if (W->dtype == QTTS_DT_BF16) {
-        const uint16_t *w = (const uint16_t *)W->data + (size_t)row * W->cols;
-        for (int i = 0; i < W->cols; i++) out[i] = qtts_bf16_to_f32(w[i]);
-    } else {
-        memcpy(out, (const float *)W->data + (size_t)row * W->cols, sizeof(float) * W->cols);
+    const size_t rb = qtts_mat_row_bytes(W->dtype, W->cols);
+    const void *src = (const uint8_t *)W->data + (size_t)row * rb;
+    switch (W->dtype) {
+    case QTTS_DT_BF16:
+        for (int i = 0; i < W->cols; i++) out[i] = qtts_bf16_to_f32(((const uint16_t *)src)[i]);
+        break;
+    case QTTS_DT_F32: memcpy(out, src, sizeof(float) * W->cols); break;
+    case QTTS_DT_Q8_0: qtts_dequantize_row_q8_0(src, out, W->cols); break;
+    case QTTS_DT_Q4_0: qtts_dequantize_row_q4_0(src, out, W->cols); break;
+    default: QTTS_ASSERT(!"qtts_mat_row: not a matrix dtype");
     }
 }
 

@@ -1,0 +1,225 @@
+/*
+ * thread.c - the pool behind thread.h.
+ *
+ * A job is published through three fields:
+ *
+ *   fn, ctx   plain fields, written by the caller before `work` is stored
+ *             (release) and read by a worker only after it has claimed a
+ *             task (acquire), so they never change under a reader: the
+ *             caller rewrites them only after every claimed task finished.
+ *   work      one 64-bit atomic: n_tasks in the high half, the next task
+ *             to claim in the low half. A claim is one fetch-add; an index
+ *             >= n_tasks means the job has no task left. A worker that is
+ *             late by a whole job can only claim a task of the current job
+ *             (the counter it adds to is the current one), which is fine.
+ *   done      tasks finished; the caller returns when it reaches n_tasks.
+ *
+ * Workers wait for the generation counter `gen` to change: first spinning
+ * (SPIN_NS, a CPU pause per poll), then on the condition variable. The
+ * sleep/wake hand-off is the usual Dekker pair on seq_cst atomics: a worker
+ * increments `sleepers` and then re-reads `gen` under `mu`; the caller
+ * bumps `gen` and then reads `sleepers`, broadcasting under `mu` if
+ * anyone sleeps. Either the worker sees the new generation or the caller
+ * sees the sleeper, so no wake-up is lost.
+ */
+#include "thread.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base.h"
+
+/* How long an idle worker polls before blocking. Between the matmuls of
+ * one decode step the gaps are tens of microseconds; between steps
+ * (sampling, attention over a long context) they can reach a millisecond. */
+#define SPIN_NS 500000L
+
+struct qtts_pool {
+    int n;                      /* participants, the caller included */
+    int n_started;              /* worker threads running */
+    pthread_t *threads;
+    pthread_mutex_t run_mu;     /* held by the thread whose job is running */
+
+    qtts_task_fn fn;
+    void *ctx;
+    _Alignas(64) _Atomic uint64_t work;   /* n_tasks << 32 | next */
+    _Alignas(64) _Atomic int done;
+    _Alignas(64) _Atomic uint32_t gen;
+    _Atomic int sleepers;
+    _Atomic int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+int qtts_cpu_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Claims and runs tasks of the current job until none is left. */
+static void run_tasks(qtts_pool *p) {
+    for (;;) {
+        uint64_t w = atomic_fetch_add_explicit(&p->work, 1, memory_order_acq_rel);
+        uint32_t i = (uint32_t)w, n = (uint32_t)(w >> 32);
+        if (i >= n) return;
+        p->fn(p->ctx, (int)i);
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+    }
+}
+
+/* Waits until gen differs from seen; returns the new value. */
+static uint32_t wait_gen(qtts_pool *p, uint32_t seen) {
+    long t0 = 0;
+    for (unsigned i = 1;; i++) {
+        uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        if (g != seen) return g;
+        cpu_relax();
+        if ((i & 255) == 0) {
+            long t = now_ns();
+            if (!t0) t0 = t;
+            else if (t - t0 > SPIN_NS) break;
+        }
+    }
+    uint32_t g;
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add(&p->sleepers, 1);
+    while ((g = atomic_load(&p->gen)) == seen) pthread_cond_wait(&p->cv, &p->mu);
+    atomic_fetch_sub(&p->sleepers, 1);
+    pthread_mutex_unlock(&p->mu);
+    return g;
+}
+
+static void *worker_main(void *arg) {
+    qtts_pool *p = arg;
+    uint32_t seen = 0;
+    for (;;) {
+        seen = wait_gen(p, seen);
+        if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
+        run_tasks(p);
+    }
+}
+
+qtts_pool *qtts_pool_create(int n_threads) {
+    int n = n_threads > 0 ? n_threads : qtts_cpu_count();
+    if (n > QTTS_MAX_THREADS) n = QTTS_MAX_THREADS;
+    qtts_pool *p = qtts_aligned_alloc(sizeof *p);
+    if (!p) return NULL;
+    memset(p, 0, sizeof *p);
+    p->n = n;
+    atomic_init(&p->work, 0);
+    atomic_init(&p->done, 0);
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->sleepers, 0);
+    atomic_init(&p->stop, 0);
+    pthread_mutex_init(&p->run_mu, NULL);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if (n > 1) {
+        if (!(p->threads = qtts_calloc((size_t)(n - 1), sizeof *p->threads))) goto fail;
+        for (int i = 0; i < n - 1; i++) {
+            if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0) goto fail;
+            p->n_started++;
+            pthread_setname_np(p->threads[i], "qtts-worker");
+        }
+    }
+    return p;
+fail:
+    qtts_pool_destroy(p);
+    return NULL;
+}
+
+void qtts_pool_destroy(qtts_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->run_mu);
+    atomic_store(&p->stop, 1);
+    atomic_fetch_add(&p->gen, 1);
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_started; i++) pthread_join(p->threads[i], NULL);
+    pthread_mutex_unlock(&p->run_mu);
+    pthread_mutex_destroy(&p->run_mu);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    qtts_free(p->threads);
+    qtts_free(p);
+}
+
+int qtts_pool_size(const qtts_pool *p) { return p ? p->n : 1; }
+
+void qtts_pool_run(qtts_pool *p, int n_tasks, qtts_task_fn fn, void *ctx) {
+    if (n_tasks <= 0) return;
+    QTTS_ASSERT(n_tasks < (1 << 30));
+    if (!p || p->n == 1 || n_tasks == 1 || pthread_mutex_trylock(&p->run_mu) != 0) {
+        for (int i = 0; i < n_tasks; i++) fn(ctx, i);
+        return;
+    }
+    p->fn = fn;
+    p->ctx = ctx;
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->work, (uint64_t)n_tasks << 32, memory_order_release);
+    atomic_fetch_add(&p->gen, 1);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    run_tasks(p);
+    for (unsigned i = 1; atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks; i++) {
+        cpu_relax();
+        if ((i & 1023) == 0) sched_yield();   /* a claimed task's thread was descheduled */
+    }
+    pthread_mutex_unlock(&p->run_mu);
+}
+
+/* ==== the process-wide pool ============================================ */
+
+static _Atomic(qtts_pool *) g_pool;
+static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int qtts_threads_init(int n_threads) {
+    int want = n_threads > 0 ? n_threads : qtts_cpu_count();
+    if (want > QTTS_MAX_THREADS) want = QTTS_MAX_THREADS;
+    pthread_mutex_lock(&g_pool_mu);
+    qtts_pool *old = atomic_load(&g_pool);
+    if (qtts_pool_size(old) != want) {
+        atomic_store(&g_pool, NULL);
+        qtts_pool_destroy(old);
+        atomic_store(&g_pool, want > 1 ? qtts_pool_create(want) : NULL);
+    }
+    int n = qtts_pool_size(atomic_load(&g_pool));
+    pthread_mutex_unlock(&g_pool_mu);
+    return n;
+}
+
+int qtts_threads_count(void) { return qtts_pool_size(atomic_load(&g_pool)); }
+
+void qtts_threads_shutdown(void) { qtts_threads_init(1); }
+
+void qtts_parallel_for(int n_tasks, qtts_task_fn fn, void *ctx) {
+    qtts_pool_run(atomic_load_explicit(&g_pool, memory_order_acquire), n_tasks, fn, ctx);
+}

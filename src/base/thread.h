@@ -1,0 +1,58 @@
+/*
+ * thread.h - a persistent pthread pool with a low-latency parallel-for.
+ *
+ * One decode frame issues ~700 parallel matmuls of a few tens to a few
+ * hundred microseconds each, so dispatch must cost about a microsecond, not
+ * a thread wake-up. Workers therefore spin (with a CPU pause) on a
+ * generation counter for a short while after each job and only then block
+ * on a condition variable; the calling thread takes a share of the tasks
+ * instead of waiting idle.
+ *
+ * Tasks are claimed dynamically (one atomic add each), so a worker that the
+ * OS has descheduled does not stall the job: the others take its tasks.
+ * Which thread runs a task is therefore not fixed, and callers must make
+ * each task's result independent of that (the matmul computes every output
+ * row with the same code wherever it runs, see kernels.h).
+ *
+ * One job runs at a time per pool. A parallel-for issued while the pool is
+ * busy (a second caller thread, or a task that itself calls parallel-for)
+ * runs all its tasks on the calling thread: same results, no deadlock.
+ *
+ * The process-wide pool used by the kernels is set with qtts_threads_init
+ * (the engine calls it with qtts_engine_options.n_threads); until then, or
+ * with one thread, qtts_parallel_for simply loops on the caller.
+ */
+#ifndef QTTS_THREAD_H
+#define QTTS_THREAD_H
+
+/* Runs task i of a job; ctx is the job's shared, read-only argument block. */
+typedef void (*qtts_task_fn)(void *ctx, int task);
+
+typedef struct qtts_pool qtts_pool;
+
+/* A pool of n_threads participants: the caller plus n_threads-1 workers
+ * (n_threads 0 = one per online CPU, capped at QTTS_MAX_THREADS). NULL if
+ * the workers cannot be created. */
+#define QTTS_MAX_THREADS 64
+qtts_pool *qtts_pool_create(int n_threads);
+void qtts_pool_destroy(qtts_pool *p);                     /* NULL ok; no job may be running */
+int qtts_pool_size(const qtts_pool *p);                   /* participants, >= 1; 1 for NULL */
+
+/* Runs fn(ctx, i) for every i in [0, n_tasks) and returns when all have
+ * finished. p may be NULL (runs inline). */
+void qtts_pool_run(qtts_pool *p, int n_tasks, qtts_task_fn fn, void *ctx);
+
+/* The process-wide pool. qtts_threads_init(n) (re)creates it with n
+ * participants (0 = all CPUs); calling it with the current size is a no-op.
+ * It must not race with running jobs: call it at engine open, not while
+ * another thread is synthesizing. Returns the resulting size (1 if the
+ * workers could not be created: everything then runs on the caller). */
+int qtts_threads_init(int n_threads);
+int qtts_threads_count(void);
+void qtts_threads_shutdown(void);                         /* back to inline execution */
+void qtts_parallel_for(int n_tasks, qtts_task_fn fn, void *ctx);
+
+/* Online CPUs this process may run on (sched affinity), at least 1. */
+int qtts_cpu_count(void);
+
+#endif

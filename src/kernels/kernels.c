@@ -1,0 +1,183 @@
+/*
+ * kernels.c - qtts_matmul: instruction-set dispatch and the thread split.
+ *
+ * The ISA table is chosen once, at first use, from CPUID/XGETBV (x86) or
+ * the auxiliary vector (arm64): the first table in `compiled` whose
+ * features the CPU and OS provide. The checks below are the only ISA
+ * conditionals outside kernels_impl.h.
+ *
+ * A matmul is cut into tasks of whole output rows (all n rows of x for
+ * each), claimed by the pool's threads in any order. Because every row is
+ * computed by the same code whatever its task, the result does not depend
+ * on the number of threads or on the split. For quantized weights the rows
+ * of x are quantized once, on the calling thread, before the split.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "../base/thread.h"
+#include "kernels_impl.h"
+
+#if QTTS_ISA_X86
+#include <cpuid.h>
+#endif
+#if QTTS_ISA_ARM64
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
+
+static const qtts_isa *const compiled[] = {
+#if QTTS_ISA_X86
+    &qtts_isa_avx512,
+    &qtts_isa_avxvnni,
+    &qtts_isa_avx2,
+#endif
+#if QTTS_ISA_ARM64
+    &qtts_isa_neondot,
+    &qtts_isa_neon,
+#endif
+    &qtts_isa_ref,
+};
+
+int qtts_isa_compiled(const qtts_isa **out, int cap) {
+    int n = (int)QTTS_ARRAY_LEN(compiled);
+    for (int i = 0; i < n && i < cap; i++) out[i] = compiled[i];
+    return n;
+}
+
+#if QTTS_ISA_X86
+typedef struct {
+    bool avx2, avxvnni, avx512;
+} x86_features;
+
+static x86_features x86_detect(void) {
+    x86_features f = {0};
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28),
+               f16c = c & (1u << 29);
+    if (!osxsave || !avx) return f;
+    unsigned xlo, xhi;
+    __asm__ __volatile__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    const bool os_ymm = (xlo & 0x06u) == 0x06u, os_zmm = (xlo & 0xe6u) == 0xe6u;
+    if (!os_ymm || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+    const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512bw = b & (1u << 30),
+               avx512vl = b & (1u << 31), avx512vnni = c & (1u << 11);
+    f.avx2 = avx2 && fma && f16c;
+    f.avx512 = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl && avx512vnni;
+    unsigned a1 = 0;
+    if (__get_cpuid_count(7, 1, &a1, &b, &c, &d)) f.avxvnni = f.avx2 && (a1 & (1u << 4));
+    return f;
+}
+#endif
+
+bool qtts_isa_usable(const qtts_isa *isa) {
+    if (isa == &qtts_isa_ref) return true;
+#if QTTS_ISA_X86
+    const x86_features f = x86_detect();
+    if (isa == &qtts_isa_avx512) return f.avx512;
+    if (isa == &qtts_isa_avxvnni) return f.avxvnni;
+    if (isa == &qtts_isa_avx2) return f.avx2;
+#endif
+#if QTTS_ISA_ARM64
+    if (isa == &qtts_isa_neon) return true;
+    if (isa == &qtts_isa_neondot) return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#endif
+    return false;
+}
+
+static const qtts_isa *active;
+static pthread_once_t active_once = PTHREAD_ONCE_INIT;
+
+static void pick_active(void) {
+    for (size_t i = 0; i < QTTS_ARRAY_LEN(compiled); i++)
+        if (qtts_isa_usable(compiled[i])) {
+            active = compiled[i];
+            return;
+        }
+}
+
+const qtts_isa *qtts_isa_active(void) {
+    pthread_once(&active_once, pick_active);
+    return active;
+}
+
+const char *qtts_kernels_isa(void) { return qtts_isa_active()->name; }
+
+/* ==== the row split ====================================================== */
+
+/* Below this many multiply-adds a matmul runs on the caller alone. */
+#define MIN_PARALLEL_MACS (64 * 1024)
+/* Tasks per thread: enough that a thread slowed by another tenant does not
+ * hold the others up, few enough that claiming stays negligible. */
+#define TASKS_PER_THREAD 4
+
+typedef struct {
+    const qtts_mm_job *job;
+    qtts_mm_fn fn;
+    int rows_per_task;
+} mm_split;
+
+static void mm_task(void *ctx, int t) {
+    const mm_split *s = ctx;
+    const int r0 = t * s->rows_per_task;
+    s->fn(s->job, r0, QTTS_MIN(r0 + s->rows_per_task, s->job->W->rows));
+}
+
+static void run_split(const qtts_mm_job *job, qtts_mm_fn fn) {
+    const int R = job->W->rows, threads = qtts_threads_count();
+    if (threads == 1 || (double)job->n * R * job->W->cols < MIN_PARALLEL_MACS) {
+        fn(job, 0, R);
+        return;
+    }
+    int per = (R + threads * TASKS_PER_THREAD - 1) / (threads * TASKS_PER_THREAD);
+    per = (per + 15) / 16 * 16;   /* whole groups of the kernels' row tiles */
+    mm_split s = {job, fn, per};
+    qtts_parallel_for((R + per - 1) / per, mm_task, &s);
+}
+
+void qtts_matmul_isa(const qtts_isa *isa, float *y, const float *x, int n, const qtts_mat *W,
+                     const float *bias) {
+    const int R = W->rows, C = W->cols;
+    if (n <= 0 || R <= 0) return;
+    qtts_mm_job job = {.W = W, .n = n, .x = x, .bias = bias, .y = y};
+    if (W->dtype == QTTS_DT_F32 || W->dtype == QTTS_DT_BF16) {
+        run_split(&job, W->dtype == QTTS_DT_F32 ? isa->mm_f32 : isa->mm_bf16);
+        return;
+    }
+    QTTS_ASSERT((W->dtype == QTTS_DT_Q8_0 || W->dtype == QTTS_DT_Q4_0) && C % QTTS_QK == 0 &&
+                ((uintptr_t)W->data & 1) == 0);
+    const qtts_mm_fn fn = W->dtype == QTTS_DT_Q8_0 ? isa->mm_q8_0 : isa->mm_q4_0;
+    /* Quantized activations: codes [m, C] and scales [m, C/32] for m rows
+     * of x at a time, all n when they fit the stack buffer or the heap,
+     * else as many as fit the stack buffer (same results, W read more). */
+    const size_t row_bytes = (size_t)C + (size_t)(C / QTTS_QK) * sizeof(float);
+    _Alignas(64) uint8_t stack_buf[12 * 1024];
+    uint8_t *buf = stack_buf, *heap = NULL;
+    int m = (int)(sizeof stack_buf / row_bytes);
+    if (m < n && (heap = qtts_aligned_alloc(row_bytes * n))) {
+        buf = heap;
+        m = n;
+    }
+    QTTS_ASSERT(m >= 1);
+    for (int t0 = 0; t0 < n; t0 += m) {
+        const int mt = QTTS_MIN(m, n - t0);
+        float *xd = (float *)buf;
+        int8_t *xq = (int8_t *)(buf + (size_t)mt * (C / QTTS_QK) * sizeof(float));
+        for (int t = 0; t < mt; t++)
+            isa->quantize_act(x + (size_t)(t0 + t) * C, C, xq + (size_t)t * C,
+                              xd + (size_t)t * (C / QTTS_QK));
+        job.n = mt;
+        job.xq = xq;
+        job.xd = xd;
+        job.y = y + (size_t)t0 * R;
+        run_split(&job, fn);
+    }
+    qtts_free(heap);
+}
+
+void qtts_matmul(float *y, const float *x, int n, const qtts_mat *W, const float *bias) {
+    qtts_matmul_isa(qtts_isa_active(), y, x, n, W, bias);
+}

@@ -1,0 +1,281 @@
+/*
+ * kernels_avx2.c - AVX2 + FMA + F16C row kernels (x86-64), in the orders
+ * of kernels_impl.h. kernels_avxvnni.c compiles this file a second time
+ * with QTTS_AVXVNNI defined, which swaps the int8 dot step for the
+ * AVX-VNNI instruction; everything else is shared.
+ *
+ * F32/BF16: the 16 lanes of a (W row, x row) pair are two 8-wide fp32
+ * accumulators (lanes 0-7 and 8-15). A tile computes RW rows of W against
+ * RX rows of x, sharing each load of W across the x rows and each load of
+ * x across the W rows. One x row (decode) uses 4x1 tiles: 8 independent
+ * FMA chains, more than DRAM can feed. Several x rows (prefill, codec)
+ * use 2x3 tiles: 12 accumulators, the most that fit 16 registers.
+ *
+ * Q8_0/Q4_0: a block's 32 codes are one 256-bit vector; the 8 int32 lanes
+ * of the integer dot are the P[j] of the reference. Without VNNI this is
+ * maddubs (unsigned times signed bytes, pairs summed to 16 bits) then madd
+ * with ones. Q8_0 feeds it |x| and w with x's sign; codes are at most 127
+ * in magnitude, so the pair sums never saturate (2 * 127 * 127 < 32767).
+ * Q4_0 feeds it the raw nibbles (0..15) and x, and subtracts 8 * sum(x)
+ * per lane, which saves the unpacked codes' sign handling. Even and odd
+ * blocks go to the two fp32 accumulators of the pair.
+ */
+#include "kernels_impl.h"
+
+#if QTTS_ISA_X86
+#include <immintrin.h>
+
+#ifdef QTTS_AVXVNNI
+#define ISA_TABLE qtts_isa_avxvnni
+#define ISA_NAME "avx-vnni"
+#else
+#define ISA_TABLE qtts_isa_avx2
+#define ISA_NAME "avx2"
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* ==== F32 / BF16 ========================================================= */
+
+INLINE __m256 load8(const void *w, int i, bool bf16) {
+    if (bf16) {
+        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    return _mm256_loadu_ps((const float *)w + i);
+}
+
+/* The fold of kernels_impl.h on lanes lo (0-7) and hi (8-15). */
+INLINE float fold16(__m256 lo, __m256 hi) {
+    __m256 v8 = _mm256_add_ps(lo, hi);
+    __m128 v4 = _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
+    __m128 v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+    __m128 v1 = _mm_add_ss(v2, _mm_movehdup_ps(v2));
+    return _mm_cvtss_f32(v1);
+}
+
+/* y[t + p][r0 + r] for r < RW, p < RX. */
+INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const int RX,
+                       const bool bf16) {
+    const int C = j->W->cols, R = j->W->rows;
+    const size_t es = bf16 ? 2 : 4;
+    const void *w[4];
+    const float *x[3];
+    __m256 acc[3][4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < RW; r++) w[r] = (const uint8_t *)j->W->data + (size_t)(r0 + r) * C * es;
+#pragma GCC unroll 3
+    for (int p = 0; p < RX; p++) {
+        x[p] = j->x + (size_t)(t + p) * C;
+#pragma GCC unroll 4
+        for (int r = 0; r < RW; r++) acc[p][r][0] = acc[p][r][1] = _mm256_setzero_ps();
+    }
+    int i = 0;
+    for (; i + 16 <= C; i += 16) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+            for (int r = 0; r < RW; r++) {
+                const __m256 wv = load8(w[r], i + 8 * h, bf16);
+#pragma GCC unroll 3
+                for (int p = 0; p < RX; p++)
+                    acc[p][r][h] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[p] + i + 8 * h), acc[p][r][h]);
+            }
+    }
+    if (i < C) { /* the last, partial group: zero-padded copies */
+        float wt[4][16] = {{0}}, xt[3][16] = {{0}};
+        for (int r = 0; r < RW; r++)
+            for (int k = i; k < C; k++)
+                wt[r][k - i] = bf16 ? qtts_bf16_to_f32(((const uint16_t *)w[r])[k])
+                                    : ((const float *)w[r])[k];
+        for (int p = 0; p < RX; p++)
+            for (int k = i; k < C; k++) xt[p][k - i] = x[p][k];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+            for (int r = 0; r < RW; r++) {
+                const __m256 wv = _mm256_loadu_ps(wt[r] + 8 * h);
+#pragma GCC unroll 3
+                for (int p = 0; p < RX; p++)
+                    acc[p][r][h] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xt[p] + 8 * h), acc[p][r][h]);
+            }
+    }
+#pragma GCC unroll 3
+    for (int p = 0; p < RX; p++)
+#pragma GCC unroll 4
+        for (int r = 0; r < RW; r++) {
+            float v = fold16(acc[p][r][0], acc[p][r][1]);
+            j->y[(size_t)(t + p) * R + r0 + r] = j->bias ? v + j->bias[r0 + r] : v;
+        }
+}
+
+INLINE void mm_float(const qtts_mm_job *j, int r0, int r1, const bool bf16) {
+    for (int rb = r0; rb < r1; rb += 4) {       /* blocks of 4 rows, reused over x rows */
+        const int nr = QTTS_MIN(4, r1 - rb);
+        int t = 0;
+        for (; t + 3 <= j->n; t += 3) {
+            int r = rb;
+            for (; r + 2 <= rb + nr; r += 2) tile_float(j, r, t, 2, 3, bf16);
+            if (r < rb + nr) tile_float(j, r, t, 1, 3, bf16);
+        }
+        for (; t < j->n; t++) {
+            if (nr == 4) tile_float(j, rb, t, 4, 1, bf16);
+            else
+                for (int r = rb; r < rb + nr; r++) tile_float(j, r, t, 1, 1, bf16);
+        }
+    }
+}
+
+static void mm_f32(const qtts_mm_job *j, int r0, int r1) { mm_float(j, r0, r1, false); }
+static void mm_bf16(const qtts_mm_job *j, int r0, int r1) { mm_float(j, r0, r1, true); }
+
+/* ==== Q8_0 / Q4_0 ======================================================== */
+
+/* The 8 partials P[j] = sum_{k<4} w[4j+k] * x[4j+k] of a Q8_0 block. */
+INLINE __m256i dot_q8(__m256i w, __m256i x) {
+    const __m256i ax = _mm256_sign_epi8(x, x), sw = _mm256_sign_epi8(w, x);
+#ifdef QTTS_AVXVNNI
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), ax, sw);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
+#endif
+}
+
+/* The same for a Q4_0 block from its unsigned nibbles n = w + 8:
+ * sum (n - 8) x = sum n x - 8 sum x, with x8[j] = 8 * sum_{k<4} x[4j+k]
+ * (x8_sums) computed once per activation block. */
+INLINE __m256i dot_q4(__m256i nib, __m256i x, __m256i x8) {
+#ifdef QTTS_AVXVNNI
+    return _mm256_sub_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), nib, x), x8);
+#else
+    return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(nib, x), _mm256_set1_epi16(1)), x8);
+#endif
+}
+
+INLINE __m256i x8_sums(__m256i x) {
+    const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), _mm256_set1_epi16(1));
+    return _mm256_slli_epi32(s, 3);
+}
+
+/* The 32 codes of block b of a row: Q8_0 as signed bytes, Q4_0 as the
+ * unsigned nibbles (code + 8). */
+INLINE __m256i load_codes(const uint8_t *row, int b, const bool q4) {
+    if (q4) {
+        const uint8_t *blk = row + (size_t)b * sizeof(qtts_block_q4_0);
+        const __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
+        const __m128i m = _mm_set1_epi8(15);
+        return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+    }
+    return _mm256_loadu_si256((const __m256i *)(row + (size_t)b * sizeof(qtts_block_q8_0) + 2));
+}
+
+INLINE float block_scale(const uint8_t *row, int b, const bool q4) {
+    const uint8_t *blk = row + (size_t)b * (q4 ? sizeof(qtts_block_q4_0) : sizeof(qtts_block_q8_0));
+    uint16_t h;
+    __builtin_memcpy(&h, blk, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const int RX,
+                       const bool q4) {
+    const int C = j->W->cols, R = j->W->rows, nb = C / QTTS_QK;
+    const size_t rb = qtts_mat_row_bytes(j->W->dtype, C);
+    const uint8_t *w[4];
+    const int8_t *xq[2];
+    const float *xd[2];
+    __m256 acc[2][4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < RW; r++) w[r] = (const uint8_t *)j->W->data + (size_t)(r0 + r) * rb;
+#pragma GCC unroll 2
+    for (int p = 0; p < RX; p++) {
+        xq[p] = j->xq + (size_t)(t + p) * C;
+        xd[p] = j->xd + (size_t)(t + p) * nb;
+#pragma GCC unroll 4
+        for (int r = 0; r < RW; r++) acc[p][r][0] = acc[p][r][1] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < nb; b += 2) {   /* even block -> acc[..][0], odd -> acc[..][1] */
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            if (b + h == nb) break;
+            __m256i xv[2], x8[2];
+#pragma GCC unroll 2
+            for (int p = 0; p < RX; p++) {
+                xv[p] = _mm256_loadu_si256((const __m256i *)(xq[p] + (b + h) * QTTS_QK));
+                if (q4) x8[p] = x8_sums(xv[p]);
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < RW; r++) {
+                const __m256i wv = load_codes(w[r], b + h, q4);
+                const float dw = block_scale(w[r], b + h, q4);
+#pragma GCC unroll 2
+                for (int p = 0; p < RX; p++) {
+                    const __m256i part = q4 ? dot_q4(wv, xv[p], x8[p]) : dot_q8(wv, xv[p]);
+                    const __m256 f = _mm256_cvtepi32_ps(part);
+                    const __m256 s = _mm256_set1_ps(dw * xd[p][b + h]);
+                    acc[p][r][h] = _mm256_add_ps(acc[p][r][h], _mm256_mul_ps(f, s));
+                }
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < RX; p++)
+#pragma GCC unroll 4
+        for (int r = 0; r < RW; r++) {
+            float v = fold16(acc[p][r][0], acc[p][r][1]);
+            j->y[(size_t)(t + p) * R + r0 + r] = j->bias ? v + j->bias[r0 + r] : v;
+        }
+}
+
+INLINE void mm_quant(const qtts_mm_job *j, int r0, int r1, const bool q4) {
+    for (int rb = r0; rb < r1; rb += 4) {
+        const int nr = QTTS_MIN(4, r1 - rb);
+        int t = 0;
+        for (; t + 2 <= j->n; t += 2) {
+            int r = rb;
+            for (; r + 2 <= rb + nr; r += 2) tile_quant(j, r, t, 2, 2, q4);
+            if (r < rb + nr) tile_quant(j, r, t, 1, 2, q4);
+        }
+        for (; t < j->n; t++) {
+            if (nr == 4) tile_quant(j, rb, t, 4, 1, q4);
+            else
+                for (int r = rb; r < rb + nr; r++) tile_quant(j, r, t, 1, 1, q4);
+        }
+    }
+}
+
+static void mm_q8_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, false); }
+static void mm_q4_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, true); }
+
+/* qtts_quantize_act_ref, 32 values at a time. */
+static void quantize_act(const float *x, int cols, int8_t *q, float *d) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int b = 0; b < cols / QTTS_QK; b++) {
+        __m256 v[4];
+        for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + b * QTTS_QK + 8 * k);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float dx = amax / 127.0f, id = dx != 0.0f ? 1.0f / dx : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i i[4];
+        for (int k = 0; k < 4; k++) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+        _mm256_storeu_si256((__m256i *)(q + b * QTTS_QK), _mm256_permutevar8x32_epi32(p, order));
+        d[b] = dx;
+    }
+}
+
+const qtts_isa ISA_TABLE = {
+    .name = ISA_NAME,
+    .mm_f32 = mm_f32,
+    .mm_bf16 = mm_bf16,
+    .mm_q8_0 = mm_q8_0,
+    .mm_q4_0 = mm_q4_0,
+    .quantize_act = quantize_act,
+};
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * kernels_impl.h - the instruction-set layer behind kernels.h. This header
+ * and the dispatcher in kernels.c are the only places that know which
+ * instruction sets exist.
+ *
+ * Each ISA file (kernels_ref.c, kernels_avx2.c, kernels_avxvnni.c,
+ * kernels_avx512.c, kernels_neon.c, kernels_neondot.c) fills one qtts_isa
+ * table of row kernels. The Makefile compiles each file with its own target
+ * flags and the rest of the library for the baseline, and kernels.c picks
+ * the best table the CPU supports once, at first use. A file whose
+ * architecture is not the build target compiles to nothing.
+ *
+ * ==== Accumulation orders ===============================================
+ *
+ * Every path computes a row the same way for any n, any row range and any
+ * thread, which is what makes batched and threaded runs bit-identical to
+ * single-stream ones. Across paths:
+ *
+ * F32/BF16, scalar reference: 8 fp32 lanes, lane l sums w[i]*x[i] for
+ *   i = l mod 8 with a separate multiply and add; the lanes are then added
+ *   pairwise ((0+4)+(1+5))+((2+6)+(3+7)); then the bias.
+ * F32/BF16, every SIMD path ("the SIMD order"): 16 fp32 lanes, lane l
+ *   accumulates w[i]*x[i] for i = l mod 16 in increasing i with a fused
+ *   multiply-add; columns past cols count as w = x = 0 (one more fma per
+ *   lane of the last, partial group); then the lanes fold in halves:
+ *   a[l] += a[l+8], a[l] += a[l+4], a[l] += a[l+2], a[l] += a[l+1];
+ *   then the bias. AVX2, AVX-512 and NEON give bit-identical results.
+ *   Budget against the reference (both are fp32 sums of the same exact
+ *   products, each within (terms per lane + tree depth) units of 2^-24 of
+ *   sum|w*x|):
+ *     |y_simd - y_ref| <= (cols/16 + cols/8 + 8) * 2^-24 * sum_i |w_i x_i|.
+ *
+ * Q8_0/Q4_0, every path including the reference: each row of x is
+ *   quantized per 32-element block b (qtts_quantize_act_ref: scale
+ *   dx = amax/127, codes round-half-even(x/dx) in [-127, 127]); for block b
+ *   the 8 integer partials P[j] = sum_{k<4} w[32b+4j+k] * q[32b+4j+k] are
+ *   exact; lane (b mod 2)*8 + j += (float)P[j] * (dw(b) * dx(b)), rounded
+ *   after the multiply and after the add (no fma); the 16 lanes fold as
+ *   above; then the bias. All paths are bit-identical to the reference.
+ *   Budget against the f32 path on the dequantized weights (the error of
+ *   the activation codes, at most dx/2 each, plus fp32 rounding):
+ *     |y_q - y_f32(W')| <= sum_i |w'_i| * dx(b(i)) / 2
+ *                          + (cols/32 + 8) * 2^-24 * sum_i |w'_i x_i|  (+ the same
+ *                          rounding bound on the dx/2 term).
+ *
+ * The weight formats' own error (quantize then dequantize) is stated in
+ * quant.h and measured in docs/QUANT.md.
+ */
+#ifndef QTTS_KERNELS_IMPL_H
+#define QTTS_KERNELS_IMPL_H
+
+#include <math.h>
+
+#include "kernels.h"
+
+#if defined(__x86_64__)
+#define QTTS_ISA_X86 1
+#elif defined(__aarch64__)
+#define QTTS_ISA_ARM64 1
+#endif
+
+/* Rows [r0, r1) of W against all n rows of x: y[t*rows + r]. */
+typedef struct {
+    const qtts_mat *W;
+    int n;
+    const float *x;     /* [n, cols]    F32/BF16 weights */
+    const int8_t *xq;   /* [n, cols]    Q8_0/Q4_0: activation codes */
+    const float *xd;    /* [n, cols/32] Q8_0/Q4_0: activation scales */
+    const float *bias;  /* [rows] or NULL */
+    float *y;           /* [n, rows] */
+} qtts_mm_job;
+
+typedef void (*qtts_mm_fn)(const qtts_mm_job *j, int r0, int r1);
+
+typedef struct {
+    const char *name;
+    qtts_mm_fn mm_f32, mm_bf16, mm_q8_0, mm_q4_0;
+    /* One row of cols (multiple of 32) values to codes + per-block scales,
+     * bit-identical to qtts_quantize_act_ref. */
+    void (*quantize_act)(const float *x, int cols, int8_t *q, float *d);
+} qtts_isa;
+
+extern const qtts_isa qtts_isa_ref;
+#if QTTS_ISA_X86
+extern const qtts_isa qtts_isa_avx2, qtts_isa_avxvnni, qtts_isa_avx512;
+#endif
+#if QTTS_ISA_ARM64
+extern const qtts_isa qtts_isa_neon, qtts_isa_neondot;
+#endif
+
+/* ==== dispatch (kernels.c) ============================================== */
+
+/* Every table compiled into this build, fastest first, the reference
+ * last; returns the count (<= cap stored). */
+int qtts_isa_compiled(const qtts_isa **out, int cap);
+/* Whether this CPU (and OS) can run isa. */
+bool qtts_isa_usable(const qtts_isa *isa);
+/* The table qtts_matmul uses: the first usable compiled one. */
+const qtts_isa *qtts_isa_active(void);
+/* qtts_matmul on a given table (tests, benchmarks); same threading. */
+void qtts_matmul_isa(const qtts_isa *isa, float *y, const float *x, int n, const qtts_mat *W,
+                     const float *bias);
+
+/* ==== shared reference pieces =========================================== */
+
+/* The 16-lane fold of the SIMD and quantized orders. */
+static inline float qtts_fold16(float a[16]) {
+    for (int w = 8; w >= 1; w >>= 1)
+        for (int l = 0; l < w; l++) a[l] += a[l + w];
+    return a[0];
+}
+
+/* Activation quantization, the definition every path reproduces: per
+ * block of 32, dx = amax/127 (fp32), codes = round-half-even(x * (1/dx))
+ * (0 for an all-zero block). NaN input gives unspecified codes. */
+static inline void qtts_quantize_act_ref(const float *x, int cols, int8_t *q, float *d) {
+    for (int b = 0; b < cols / QTTS_QK; b++) {
+        const float *xb = x + b * QTTS_QK;
+        float amax = 0.0f;
+        for (int i = 0; i < QTTS_QK; i++) {
+            float a = fabsf(xb[i]);
+            amax = a > amax ? a : amax;
+        }
+        const float dx = amax / 127.0f, id = dx != 0.0f ? 1.0f / dx : 0.0f;
+        for (int i = 0; i < QTTS_QK; i++) {
+            float v = nearbyintf(xb[i] * id);
+            q[b * QTTS_QK + i] = (int8_t)(fabsf(v) <= 127.0f ? v : 0.0f);
+        }
+        d[b] = dx;
+    }
+}
+
+/* Reference quantized row dots in the order stated above (kernels_ref.c);
+ * w is one row of blocks, xq/xd one quantized row of x. */
+float qtts_dot_q8_0_ref(const void *w, const int8_t *xq, const float *xd, int cols);
+float qtts_dot_q4_0_ref(const void *w, const int8_t *xq, const float *xd, int cols);
+
+/* A block's scale as f32 (blocks are only 2-byte aligned). */
+static inline float qtts_block_scale(const uint8_t *blk) {
+    qtts_half h;
+    __builtin_memcpy(&h, blk, sizeof h);
+    return qtts_half_to_f32(h);
+}
+
+#endif

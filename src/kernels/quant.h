@@ -1,0 +1,74 @@
+/*
+ * quant.h - the quantized weight formats, defined once.
+ *
+ * Both formats cut each matrix row into blocks of QTTS_QK = 32 consecutive
+ * elements with one IEEE binary16 scale per block (ggml's q8_0 / q4_0
+ * layouts). A quantized [rows, cols] matrix (cols % 32 == 0) is stored
+ * row-major as rows * cols/32 blocks, packed with no padding, so row r
+ * starts at byte r * qtts_quant_row_bytes(type, cols). All multi-byte
+ * fields are little-endian. Block data must be 2-byte aligned.
+ *
+ *   Q8_0  34 bytes: d (binary16), qs[32] int8 in [-127, 127];
+ *         w[i] = d * qs[i]. (-128 is not a valid code: the SIMD dot
+ *         products negate codes.)
+ *   Q4_0  18 bytes: d (binary16), qs[16]; element j (0..15) is the low
+ *         nibble of qs[j], element j+16 the high nibble;
+ *         w[i] = d * (nibble - 8), i.e. codes -8..7.
+ *
+ * In a safetensors file (written by the future `quantize` subcommand) a
+ * quantized tensor has dtype "Q8_0" or "Q4_0", its logical shape
+ * [rows, cols], and exactly rows * cols/32 * block-size bytes. Embeddings,
+ * norms, biases and codebooks are never quantized. docs/QUANT.md has the
+ * measured error of each format.
+ *
+ * The part above the "CPU reference" banner is plain C with fixed-width
+ * types only, so GPU backends include this header instead of restating the
+ * layout.
+ */
+#ifndef QTTS_QUANT_H
+#define QTTS_QUANT_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define QTTS_QK 32   /* elements per block, both formats */
+
+typedef uint16_t qtts_half;   /* IEEE binary16 bits */
+
+typedef struct {
+    qtts_half d;              /* scale */
+    int8_t qs[QTTS_QK];       /* codes in [-127, 127] */
+} qtts_block_q8_0;
+
+typedef struct {
+    qtts_half d;              /* scale */
+    uint8_t qs[QTTS_QK / 2];  /* element j: low nibble of qs[j]; j + 16: high nibble */
+} qtts_block_q4_0;
+
+static_assert(sizeof(qtts_block_q8_0) == sizeof(qtts_half) + QTTS_QK, "q8_0 block is 34 bytes");
+static_assert(sizeof(qtts_block_q4_0) == sizeof(qtts_half) + QTTS_QK / 2, "q4_0 block is 18 bytes");
+static_assert(offsetof(qtts_block_q8_0, qs) == 2 && offsetof(qtts_block_q4_0, qs) == 2,
+              "codes follow the scale");
+
+#define QTTS_Q8_0_NAME "Q8_0"   /* safetensors dtype strings */
+#define QTTS_Q4_0_NAME "Q4_0"
+
+/* ==== CPU reference (quant.c) ========================================== */
+
+/* IEEE binary16 <-> f32; f32 -> half rounds to nearest even (overflow to
+ * infinity). */
+qtts_half qtts_f32_to_half(float f);
+float qtts_half_to_f32(qtts_half h);
+
+/* One row of cols (a multiple of 32) elements. Quantization: Q8_0 takes
+ * d = half(amax / 127) and codes round-half-even(x / d) clamped to
+ * [-127, 127]; Q4_0 takes the element m of largest magnitude, d =
+ * half(m / -8) and codes floor(x / d + 8.5) clamped to [0, 15] (so m maps
+ * to code 0 exactly). An all-zero block gets d = 0. */
+void qtts_quantize_row_q8_0(const float *x, void *dst, int cols);
+void qtts_quantize_row_q4_0(const float *x, void *dst, int cols);
+void qtts_dequantize_row_q8_0(const void *src, float *y, int cols);
+void qtts_dequantize_row_q4_0(const void *src, float *y, int cols);
+
+#endif

@@ -1,0 +1,525 @@
+/*
+ * test_kernels.c - every compiled matmul path this CPU can run against the
+ * scalar reference (kernels_ref.c), with the budgets of kernels_impl.h:
+ *
+ *   F32/BF16  each SIMD path equals, bit for bit, a scalar emulation of
+ *             the SIMD order (16 lanes, fmaf, zero padding, fold), and is
+ *             within (cols/16 + cols/8 + 8) * 2^-24 * sum|w x| of the
+ *             reference (the worst-case rounding of two fp32 sums).
+ *   Q8_0/Q4_0 activation quantization and the matmul equal the reference
+ *             bit for bit on every path (exact integer partials, one float
+ *             order); the reference is within the activation-quantization
+ *             bound of the f32 path on the dequantized weights.
+ *   all       a row's bits do not depend on n (batched = single-stream),
+ *             on the thread count (1, 2, 4) or on the split.
+ *
+ * The formats: f32 <-> binary16 conversion exhaustively; quantize then
+ * dequantize within half a step per element (a whole step where Q4_0
+ * clamps its top code); qtts_mat_quantize and qtts_mat_row. The relative
+ * RMS error of each format on Gaussian weights and of the quantized matmul
+ * is printed (docs/QUANT.md quotes it) and bounded loosely.
+ *
+ * Paths the CPU cannot run (AVX-512 or AVX-VNNI here, say) are reported as
+ * skipped, never silently passed.
+ */
+#include "harness.h"
+
+#include "base/base.h"
+#include "base/thread.h"
+#include "kernels/kernels_impl.h"
+#include "kernels/quant.h"
+
+#define U 5.9604644775390625e-08   /* 2^-24 */
+
+/* ==== data ================================================================ */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd32(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+static float uniform(void) { return (rnd32() >> 8) * (1.0f / 16777216.0f); }   /* [0, 1) */
+static float gauss(void) {
+    float s = 0;
+    for (int i = 0; i < 12; i++) s += uniform();
+    return s - 6.0f;
+}
+/* Gaussian values with a few outliers (like activations), some exact zeros. */
+static void fill(float *v, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) {
+        float g = gauss() * scale;
+        uint32_t k = rnd32() % 64;
+        v[i] = k == 0 ? g * 20.0f : k == 1 ? 0.0f : g;
+    }
+}
+
+/* A test matrix: f32 values, the bf16 rounding of them, and views. */
+typedef struct {
+    int rows, cols;
+    float *f;          /* [rows, cols] */
+    uint16_t *h;       /* [rows, cols] bf16 */
+    float *hf;         /* h as f32 */
+} tmat;
+
+static tmat tmat_new(int rows, int cols) {
+    tmat m = {rows, cols, qtts_malloc(sizeof(float) * rows * cols),
+              qtts_malloc(2 * (size_t)rows * cols), qtts_malloc(sizeof(float) * rows * cols)};
+    fill(m.f, (size_t)rows * cols, 0.05f);
+    for (size_t i = 0; i < (size_t)rows * cols; i++) {
+        m.h[i] = qtts_f32_to_bf16(m.f[i]);
+        m.hf[i] = qtts_bf16_to_f32(m.h[i]);
+    }
+    return m;
+}
+static void tmat_free(tmat *m) {
+    qtts_free(m->f);
+    qtts_free(m->h);
+    qtts_free(m->hf);
+}
+
+static const qtts_isa *isas[16];
+static int n_isas;
+
+static void list_isas(void) {
+    const qtts_isa *all[16];
+    int n = qtts_isa_compiled(all, 16);
+    for (int i = 0; i < n; i++) {
+        if (qtts_isa_usable(all[i])) isas[n_isas++] = all[i];
+        else printf("  skip %s: this CPU cannot run it\n", all[i]->name);
+    }
+    printf("  paths tested: ");
+    for (int i = 0; i < n_isas; i++)
+        printf("%s%s%s", i ? ", " : "", isas[i] == qtts_isa_active() ? "*" : "", isas[i]->name);
+    printf("  (* = used by qtts_matmul here)\n");
+}
+
+static bool bits_equal(const float *a, const float *b, size_t n, size_t *at) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float))) {
+            *at = i;
+            return false;
+        }
+    return true;
+}
+
+/* ==== F32 / BF16 ========================================================== */
+
+/* The SIMD order, emulated (kernels_impl.h). */
+static float simd_order_dot(const float *w, const float *x, int C) {
+    float acc[16] = {0};
+    for (int g = 0; g < (C + 15) / 16; g++)
+        for (int l = 0; l < 16; l++) {
+            int i = 16 * g + l;
+            acc[l] = fmaf(i < C ? w[i] : 0.0f, i < C ? x[i] : 0.0f, acc[l]);
+        }
+    return qtts_fold16(acc);
+}
+
+static const int shapes[][2] = {{1, 1},   {3, 5},    {7, 16},   {5, 17},   {13, 31}, {16, 32},
+                                {9, 33},  {33, 100}, {4, 255},  {21, 256}, {64, 1024},
+                                {6, 3072}, {37, 129}};
+static const int ns[] = {1, 2, 3, 4, 5, 7};
+
+static void test_float_paths(void) {
+    for (size_t s = 0; s < QTTS_ARRAY_LEN(shapes); s++) {
+        const int R = shapes[s][0], C = shapes[s][1], NMAX = 7;
+        tmat w = tmat_new(R, C);
+        float *x = qtts_malloc(sizeof(float) * NMAX * C), *bias = qtts_malloc(sizeof(float) * R);
+        float *y = qtts_malloc(sizeof(float) * NMAX * R), *yr = qtts_malloc(sizeof(float) * NMAX * R);
+        fill(x, (size_t)NMAX * C, 1.0f);
+        fill(bias, R, 0.1f);
+        for (int bf = 0; bf < 2; bf++) {
+            const qtts_mat W = {bf ? (const void *)w.h : w.f, bf ? QTTS_DT_BF16 : QTTS_DT_F32, R, C};
+            const float *wf = bf ? w.hf : w.f;
+            for (size_t k = 0; k < QTTS_ARRAY_LEN(ns); k++)
+                for (int hb = 0; hb < 2; hb++) {
+                    const int n = ns[k];
+                    const float *b = hb ? bias : NULL;
+                    qtts_matmul_isa(&qtts_isa_ref, yr, x, n, &W, b);
+                    for (int a = 0; a < n_isas; a++) {
+                        if (isas[a] == &qtts_isa_ref) continue;
+                        qtts_matmul_isa(isas[a], y, x, n, &W, b);
+                        for (int t = 0; t < n; t++)
+                            for (int r = 0; r < R; r++) {
+                                const float *wr = wf + (size_t)r * C, *xt = x + (size_t)t * C;
+                                float o = simd_order_dot(wr, xt, C);
+                                if (b) o += b[r];
+                                const float got = y[(size_t)t * R + r], ref = yr[(size_t)t * R + r];
+                                double mag = 0;
+                                for (int i = 0; i < C; i++) mag += fabs((double)wr[i] * xt[i]);
+                                const double budget = (C / 16.0 + C / 8.0 + 8) * U * mag +
+                                                      2 * U * (fabs(ref) + (b ? fabs(b[r]) : 0));
+                                if (memcmp(&got, &o, sizeof o) || !(fabs((double)got - ref) <= budget)) {
+                                    CHECK(0, "%s %s [%d,%d] n=%d bias=%d row %d/%d: got %.9g, SIMD order %.9g, "
+                                          "ref %.9g (budget %.3g)",
+                                          isas[a]->name, bf ? "bf16" : "f32", R, C, n, hb, t, r, got, o, ref,
+                                          budget);
+                                    goto next_isa;
+                                }
+                            }
+                    next_isa:;
+                    }
+                }
+        }
+        tmat_free(&w);
+        qtts_free(x);
+        qtts_free(bias);
+        qtts_free(y);
+        qtts_free(yr);
+    }
+}
+
+/* ==== Q8_0 / Q4_0 ========================================================= */
+
+static void test_quantize_act(void) {
+    const int C = 32 * 37;
+    float *x = qtts_malloc(sizeof(float) * C);
+    int8_t q[32 * 37], q2[32 * 37];
+    float d[37], d2[37];
+    for (int rep = 0; rep < 20; rep++) {
+        fill(x, C, rep < 10 ? 1.0f : 1e-3f);
+        for (int i = 0; i < 32; i++) x[5 * 32 + i] = 0.0f;                   /* an all-zero block */
+        for (int i = 0; i < 32; i++) x[6 * 32 + i] = (float)(i - 16) * 0.5f; /* exact halves */
+        qtts_quantize_act_ref(x, C, q, d);
+        for (int b = 0; b < C / 32; b++)
+            for (int i = 0; i < 32; i++) {
+                double e = fabs((double)x[b * 32 + i] - (double)d[b] * q[b * 32 + i]);
+                if (!(e <= d[b] * (0.5 + 1e-5))) {
+                    CHECK(0, "reference codes off by %.3g (step %.3g)", e, d[b]);
+                    goto done;
+                }
+            }
+        CHECK(d[5] == 0.0f, "zero block scale %g", d[5]);
+        for (int a = 0; a < n_isas; a++) {
+            memset(q2, 0x55, sizeof q2);
+            isas[a]->quantize_act(x, C, q2, d2);
+            CHECK(!memcmp(q, q2, sizeof q) && !memcmp(d, d2, sizeof d), "%s: activation codes differ",
+                  isas[a]->name);
+        }
+    }
+done:
+    qtts_free(x);
+}
+
+typedef struct {
+    qtts_mat m;        /* owned quantized matrix */
+    float *deq;        /* its dequantization [rows, cols] */
+} tquant;
+
+static tquant tquant_new(const tmat *w, qtts_dtype dt) {
+    tquant q = {{0}, qtts_malloc(sizeof(float) * w->rows * w->cols)};
+    const qtts_mat src = {w->f, QTTS_DT_F32, w->rows, w->cols};
+    qtts_err err = {0};
+    QTTS_ASSERT(qtts_mat_quantize(&src, dt, &q.m, &err) == QTTS_OK);
+    for (int r = 0; r < w->rows; r++) qtts_mat_row(q.deq + (size_t)r * w->cols, &q.m, r);
+    return q;
+}
+static void tquant_free(tquant *q) {
+    qtts_mat_free(&q->m);
+    qtts_free(q->deq);
+}
+
+static const int qshapes[][2] = {{1, 32}, {3, 64}, {7, 96}, {5, 160}, {16, 256}, {37, 1024}, {9, 3072}};
+
+static void test_quant_paths(void) {
+    for (size_t s = 0; s < QTTS_ARRAY_LEN(qshapes); s++) {
+        const int R = qshapes[s][0], C = qshapes[s][1], NMAX = 7, nb = C / 32;
+        tmat w = tmat_new(R, C);
+        float *x = qtts_malloc(sizeof(float) * NMAX * C), *bias = qtts_malloc(sizeof(float) * R);
+        float *y = qtts_malloc(sizeof(float) * NMAX * R), *yr = qtts_malloc(sizeof(float) * NMAX * R);
+        float *yf = qtts_malloc(sizeof(float) * NMAX * R);
+        int8_t *xq = qtts_malloc((size_t)NMAX * C);
+        float *xd = qtts_malloc(sizeof(float) * NMAX * nb);
+        fill(x, (size_t)NMAX * C, 1.0f);
+        fill(bias, R, 0.1f);
+        for (int t = 0; t < NMAX; t++) qtts_quantize_act_ref(x + (size_t)t * C, C, xq + (size_t)t * C, xd + t * nb);
+        for (int f = 0; f < 2; f++) {
+            const qtts_dtype dt = f ? QTTS_DT_Q4_0 : QTTS_DT_Q8_0;
+            tquant q = tquant_new(&w, dt);
+            const qtts_mat Wd = {q.deq, QTTS_DT_F32, R, C};
+            for (size_t k = 0; k < QTTS_ARRAY_LEN(ns); k++)
+                for (int hb = 0; hb < 2; hb++) {
+                    const int n = ns[k];
+                    const float *b = hb ? bias : NULL;
+                    qtts_matmul_isa(&qtts_isa_ref, yr, x, n, &q.m, b);
+                    qtts_matmul_isa(&qtts_isa_ref, yf, x, n, &Wd, b);
+                    /* the reference against the f32 path on the dequantized weights */
+                    for (int t = 0; t < n; t++)
+                        for (int r = 0; r < R; r++) {
+                            const float *wr = q.deq + (size_t)r * C, *xt = x + (size_t)t * C;
+                            double act = 0, mag = 0;
+                            for (int i = 0; i < C; i++) {
+                                act += fabs(wr[i]) * xd[t * nb + i / 32] * (0.5 + 1e-5);
+                                mag += fabs((double)wr[i]) * (fabs(xt[i]) + xd[t * nb + i / 32]);
+                            }
+                            const double budget = act + (nb + C / 8.0 + 12) * U * mag +
+                                                  2 * U * (fabs(yf[(size_t)t * R + r]) + (b ? fabs(b[r]) : 0));
+                            const double e = fabs((double)yr[(size_t)t * R + r] - yf[(size_t)t * R + r]);
+                            if (!(e <= budget)) {
+                                CHECK(0, "%s [%d,%d] n=%d row %d/%d: |q - f32| = %.3g > %.3g",
+                                      qtts_dtype_name(dt), R, C, n, t, r, e, budget);
+                                goto bitwise;
+                            }
+                        }
+                bitwise:
+                    for (int a = 0; a < n_isas; a++) {
+                        qtts_matmul_isa(isas[a], y, x, n, &q.m, b);
+                        size_t at;
+                        CHECK(bits_equal(y, yr, (size_t)n * R, &at),
+                              "%s %s [%d,%d] n=%d bias=%d: element %zu: %.9g != reference %.9g",
+                              isas[a]->name, f ? "q4_0" : "q8_0", R, C, n, hb, at, y[at], yr[at]);
+                    }
+                }
+            tquant_free(&q);
+        }
+        tmat_free(&w);
+        qtts_free(x);
+        qtts_free(bias);
+        qtts_free(y);
+        qtts_free(yr);
+        qtts_free(yf);
+        qtts_free(xq);
+        qtts_free(xd);
+    }
+}
+
+/* ==== determinism: n, threads, split ===================================== */
+
+static void test_row_determinism(void) {
+    const int R = 301, C = 1024, N = 9;   /* > the parallel threshold, odd row count */
+    tmat w = tmat_new(R, C);
+    tquant q8 = tquant_new(&w, QTTS_DT_Q8_0), q4 = tquant_new(&w, QTTS_DT_Q4_0);
+    const qtts_mat mats[4] = {{w.f, QTTS_DT_F32, R, C}, {w.h, QTTS_DT_BF16, R, C}, q8.m, q4.m};
+    float *x = qtts_malloc(sizeof(float) * N * C), *bias = qtts_malloc(sizeof(float) * R);
+    float *y1 = qtts_malloc(sizeof(float) * N * R), *yb = qtts_malloc(sizeof(float) * N * R);
+    fill(x, (size_t)N * C, 1.0f);
+    fill(bias, R, 0.1f);
+    const int threads[] = {1, 2, 4};
+    for (int a = 0; a < n_isas; a++)
+        for (int m = 0; m < 4; m++) {
+            qtts_threads_init(1);
+            for (int t = 0; t < N; t++)
+                qtts_matmul_isa(isas[a], y1 + (size_t)t * R, x + (size_t)t * C, 1, &mats[m], bias);
+            for (size_t k = 0; k < QTTS_ARRAY_LEN(threads); k++) {
+                qtts_threads_init(threads[k]);
+                for (int n = 2; n <= N; n += 7 - 2 * (n > 2)) {   /* n = 2, 3, 8, 9 */
+                    memset(yb, 0, sizeof(float) * N * R);
+                    qtts_matmul_isa(isas[a], yb, x, n, &mats[m], bias);
+                    size_t at;
+                    CHECK(bits_equal(yb, y1, (size_t)n * R, &at),
+                          "%s %s: n=%d threads=%d: element %zu differs from the n=1 result",
+                          isas[a]->name, qtts_dtype_name(mats[m].dtype), n, threads[k], at);
+                }
+                memset(yb, 0, sizeof(float) * R);
+                qtts_matmul_isa(isas[a], yb, x, 1, &mats[m], bias);
+                size_t at;
+                CHECK(bits_equal(yb, y1, R, &at), "%s %s: n=1 threads=%d: element %zu differs",
+                      isas[a]->name, qtts_dtype_name(mats[m].dtype), threads[k], at);
+            }
+        }
+    /* the public entry point is the active path */
+    qtts_threads_init(2);
+    qtts_matmul(yb, x, 3, &mats[1], NULL);
+    qtts_matmul_isa(qtts_isa_active(), y1, x, 3, &mats[1], NULL);
+    size_t at;
+    CHECK(bits_equal(yb, y1, (size_t)3 * R, &at), "qtts_matmul != its active path");
+    qtts_threads_shutdown();
+    tquant_free(&q8);
+    tquant_free(&q4);
+    tmat_free(&w);
+    qtts_free(x);
+    qtts_free(bias);
+    qtts_free(y1);
+    qtts_free(yb);
+}
+
+/* A batch large enough that the activation codes go to the heap. */
+static void test_large_batch(void) {
+    const int R = 40, C = 3072, N = 20;
+    tmat w = tmat_new(R, C);
+    tquant q = tquant_new(&w, QTTS_DT_Q4_0);
+    float *x = qtts_malloc(sizeof(float) * N * C), *y1 = qtts_malloc(sizeof(float) * N * R),
+          *yb = qtts_malloc(sizeof(float) * N * R);
+    fill(x, (size_t)N * C, 1.0f);
+    for (int a = 0; a < n_isas; a++) {
+        for (int t = 0; t < N; t++) qtts_matmul_isa(isas[a], y1 + t * R, x + (size_t)t * C, 1, &q.m, NULL);
+        qtts_matmul_isa(isas[a], yb, x, N, &q.m, NULL);
+        size_t at;
+        CHECK(bits_equal(yb, y1, (size_t)N * R, &at), "%s: batch of %d: element %zu", isas[a]->name, N, at);
+    }
+    tquant_free(&q);
+    tmat_free(&w);
+    qtts_free(x);
+    qtts_free(y1);
+    qtts_free(yb);
+}
+
+/* ==== formats ============================================================= */
+
+static void test_half_conversion(void) {
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float f = qtts_half_to_f32((qtts_half)h);
+        if (f != f) continue;   /* NaN payloads are not preserved */
+        if (qtts_f32_to_half(f) != h) bad++;
+    }
+    CHECK(bad == 0, "%d half values do not round-trip", bad);
+    /* ties go to even, overflow goes to infinity, tiny values to subnormals */
+    CHECK(qtts_f32_to_half(1.0f + 1.0f / 2048) == 0x3c00, "tie down to even");
+    CHECK(qtts_f32_to_half(1.0f + 3.0f / 2048) == 0x3c02, "tie up to even");
+    CHECK(qtts_f32_to_half(65504.0f) == 0x7bff && qtts_f32_to_half(65520.0f) == 0x7c00, "overflow");
+    CHECK(qtts_f32_to_half(65519.0f) == 0x7bff, "just below overflow");
+    CHECK(qtts_f32_to_half(5.9604645e-8f) == 0x0001 && qtts_f32_to_half(2.9802322e-8f) == 0x0000,
+          "smallest subnormal, tie to zero");
+    CHECK(qtts_f32_to_half(-2.0f) == 0xc000, "sign");
+    CHECK(qtts_half_to_f32(qtts_f32_to_half(NAN)) != qtts_half_to_f32(qtts_f32_to_half(NAN)), "NaN");
+}
+
+static void test_quantize_roundtrip(void) {
+    const int C = 32 * 64;
+    float *x = qtts_malloc(sizeof(float) * C), *y = qtts_malloc(sizeof(float) * C);
+    uint8_t *buf = qtts_malloc(qtts_mat_row_bytes(QTTS_DT_Q8_0, C));
+    for (int rep = 0; rep < 30; rep++) {
+        const float scale = rep < 10 ? 0.05f : rep < 20 ? 3.0f : 1e-4f;   /* the last: subnormal scales */
+        fill(x, C, scale);
+        for (int i = 0; i < 32; i++) x[i] = 0.0f;
+        for (int f = 0; f < 2; f++) {
+            const bool q4 = f;
+            const size_t bb = q4 ? sizeof(qtts_block_q4_0) : sizeof(qtts_block_q8_0);
+            if (q4) {
+                qtts_quantize_row_q4_0(x, buf, C);
+                qtts_dequantize_row_q4_0(buf, y, C);
+            } else {
+                qtts_quantize_row_q8_0(x, buf, C);
+                qtts_dequantize_row_q8_0(buf, y, C);
+            }
+            for (int b = 0; b < C / 32; b++) {
+                qtts_half h;
+                memcpy(&h, buf + b * bb, sizeof h);
+                const double d = fabs(qtts_half_to_f32(h));
+                for (int i = b * 32; i < b * 32 + 32; i++) {
+                    const double e = fabs((double)x[i] - y[i]);
+                    /* half a step where the code was rounded; Q8_0 can clamp
+                     * at 127 when the scale rounded down, Q4_0 clamps its
+                     * top code 8 -> 7 (a whole step) */
+                    const double lim = q4 ? d * (1 + 1e-6) + 1e-30
+                                          : fmax(0.5 * d * (1 + 1e-6), fabs(x[i]) - 127 * d) + 1e-30;
+                    if (!(e <= lim)) {
+                        CHECK(0, "%s block %d elem %d: |%g - %g| > %g (scale %g)", q4 ? "q4_0" : "q8_0", b,
+                              i, x[i], y[i], lim, d);
+                        goto next;
+                    }
+                }
+            }
+            const int8_t *qs8 = (const int8_t *)(buf + 2);
+            if (!q4) CHECK(qs8[0] == 0 && buf[0] == 0 && buf[1] == 0, "zero block");
+        next:;
+        }
+    }
+    /* -128 never appears in Q8_0 codes */
+    for (int i = 0; i < C; i++) x[i] = i % 32 == 0 ? -1.0f : 0.5f;
+    qtts_quantize_row_q8_0(x, buf, C);
+    bool no128 = true;
+    for (int b = 0; b < C / 32; b++)
+        for (int i = 0; i < 32; i++) no128 &= (int8_t)buf[b * 34 + 2 + i] != -128;
+    CHECK(no128, "q8_0 code -128");
+    qtts_free(x);
+    qtts_free(y);
+    qtts_free(buf);
+}
+
+static void test_mat_quantize(void) {
+    tmat w = tmat_new(70, 96);
+    qtts_err err = {0};
+    qtts_mat q = {0};
+    const qtts_mat src_bf = {w.h, QTTS_DT_BF16, 70, 96}, bad = {w.f, QTTS_DT_F32, 70, 95};
+    CHECK(qtts_mat_quantize(&src_bf, QTTS_DT_Q8_0, &q, &err) == QTTS_OK, "bf16 source: %s", err.msg);
+    CHECK(q.rows == 70 && q.cols == 96 && q.dtype == QTTS_DT_Q8_0 && q.data, "result");
+    float row[96], ref[96];
+    uint8_t blocks[3 * 34];
+    qtts_quantize_row_q8_0(w.hf + 69 * 96, blocks, 96);
+    qtts_dequantize_row_q8_0(blocks, ref, 96);
+    qtts_mat_row(row, &q, 69);
+    CHECK(!memcmp(row, ref, sizeof row), "row 69 = dequantize(quantize(bf16 row))");
+    qtts_mat_free(&q);
+    CHECK(q.data == NULL, "freed");
+    qtts_mat_free(&q);
+    CHECK(qtts_mat_quantize(&bad, QTTS_DT_Q4_0, &q, &err) == QTTS_ERR_INVALID && q.data == NULL, "cols 95");
+    CHECK(strstr(err.msg, "multiple of 32") != NULL, "message: %s", err.msg);
+    CHECK(qtts_mat_quantize(&src_bf, QTTS_DT_BF16, &q, &err) == QTTS_ERR_INVALID, "target bf16");
+    CHECK(qtts_mat_row_bytes(QTTS_DT_Q8_0, 1024) == 32 * 34 && qtts_mat_row_bytes(QTTS_DT_Q4_0, 1024) == 32 * 18,
+          "row bytes");
+    tmat_free(&w);
+}
+
+/* Relative RMS error of each format on Gaussian weights, and of the
+ * quantized matvec against the exact f32 one, for Gaussian activations
+ * without and with outliers (1 in 64 values 20x larger) (docs/QUANT.md). */
+static void test_error_report(void) {
+    const int R = 256, C = 1024;
+    tmat w = tmat_new(R, C);
+    for (size_t i = 0; i < (size_t)R * C; i++) w.f[i] = gauss() * 0.02f;
+    float *x = qtts_malloc(sizeof(float) * C), *yf = qtts_malloc(sizeof(float) * R),
+          *yq = qtts_malloc(sizeof(float) * R);
+    const qtts_mat Wf = {w.f, QTTS_DT_F32, R, C};
+    for (int f = 0; f < 2; f++) {
+        tquant q = tquant_new(&w, f ? QTTS_DT_Q4_0 : QTTS_DT_Q8_0);
+        double ew = 0, sw = 0;
+        for (size_t i = 0; i < (size_t)R * C; i++) {
+            ew += ((double)q.deq[i] - w.f[i]) * ((double)q.deq[i] - w.f[i]);
+            sw += (double)w.f[i] * w.f[i];
+        }
+        printf("  %s: weights rel. RMS error %.4f; matvec rel. RMS error, int8 / f32 activations:",
+               f ? "q4_0" : "q8_0", sqrt(ew / sw));
+        for (int outliers = 0; outliers < 2; outliers++) {
+            if (outliers) fill(x, C, 1.0f);
+            else
+                for (int i = 0; i < C; i++) x[i] = gauss();
+            qtts_matmul_isa(&qtts_isa_ref, yf, x, 1, &Wf, NULL);
+            /* the quantized matvec, and f32 activations on the dequantized
+             * weights (which leaves only the weights' error) */
+            const qtts_mat Wd = {q.deq, QTTS_DT_F32, R, C};
+            double ey = 0, ed = 0, sy = 0;
+            qtts_matmul_isa(&qtts_isa_ref, yq, x, 1, &Wd, NULL);
+            for (int r = 0; r < R; r++) ed += ((double)yq[r] - yf[r]) * ((double)yq[r] - yf[r]);
+            qtts_matmul_isa(&qtts_isa_ref, yq, x, 1, &q.m, NULL);
+            for (int r = 0; r < R; r++) {
+                ey += ((double)yq[r] - yf[r]) * ((double)yq[r] - yf[r]);
+                sy += (double)yf[r] * yf[r];
+            }
+            const double ry = sqrt(ey / sy);
+            printf(" %s %.4f / %.4f", outliers ? "outliers" : "gaussian", ry, sqrt(ed / sy));
+            CHECK(ry < (f ? 0.12 : 0.015), "error above the documented range");
+        }
+        printf("\n");
+        CHECK(sqrt(ew / sw) < (f ? 0.10 : 0.006), "weights error above the documented range");
+        tquant_free(&q);
+    }
+    double ew = 0, sw = 0;
+    for (size_t i = 0; i < (size_t)R * C; i++) {
+        double v = qtts_bf16_to_f32(qtts_f32_to_bf16(w.f[i]));
+        ew += (v - w.f[i]) * (v - w.f[i]);
+        sw += (double)w.f[i] * w.f[i];
+    }
+    printf("  bf16: weights rel. RMS error %.4f\n", sqrt(ew / sw));
+    tmat_free(&w);
+    qtts_free(x);
+    qtts_free(yf);
+    qtts_free(yq);
+}
+
+int main(void) {
+    list_isas();
+    TEST_RUN(test_float_paths);
+    TEST_RUN(test_quantize_act);
+    TEST_RUN(test_quant_paths);
+    TEST_RUN(test_row_determinism);
+    TEST_RUN(test_large_batch);
+    TEST_RUN(test_half_conversion);
+    TEST_RUN(test_quantize_roundtrip);
+    TEST_RUN(test_mat_quantize);
+    TEST_RUN(test_error_report);
+    TEST_END();
+}

@@ -1,0 +1,346 @@
+/*
+ * bench_kernels.c - matvec speed per weight format and thread count, as
+ * GB/s of weight bytes read, next to a memory-bandwidth probe run in the
+ * same process (`make bench-kernels`, BENCH_ARGS="..." to pass options).
+ *
+ *   probe    streaming read of a large buffer (sum of 64-bit words), the
+ *            memory-read floor every matvec below is compared with.
+ *   shapes   one x row (decode) against the 0.6B talker / code-predictor
+ *            matrices: q [2048,1024], k/v [1024,1024], o [1024,2048],
+ *            gate/up [3072,1024], down [1024,3072], codec head [3072,1024].
+ *            Each case cycles through enough copies of W (--set MB) that
+ *            the weights come from DRAM, as they do in a decode step.
+ *   frame    one talker step (28 layers + codec head) and 15 code-predictor
+ *            passes (5 layers + one head each) on distinct synthetic weights
+ *            of the real shapes: milliseconds per frame against the floor
+ *            (bytes read / probe bandwidth) at the same thread count.
+ *
+ * Every figure is the median of --runs runs. Weights are synthetic (values
+ * do not change the speed of these kernels); the kernels are the ones
+ * qtts_matmul uses (--isa NAME picks another compiled path).
+ *
+ *   bench_kernels [--threads 1,2] [--runs 7] [--set 256] [--frames 5]
+ *                 [--formats f32,bf16,q8_0,q4_0] [--no-frame] [--isa NAME]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "base/thread.h"
+#include "kernels/kernels_impl.h"
+#include "kernels/quant.h"
+
+#define MAX_RUNS 64
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+static uint64_t next_rand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* ==== the bandwidth probe ================================================ */
+
+typedef struct {
+    const uint64_t *buf;
+    size_t words_per_task;
+    uint64_t sums[256];
+} probe_job;
+
+static void probe_task(void *ctx, int t) {
+    probe_job *j = ctx;
+    const uint64_t *p = j->buf + (size_t)t * j->words_per_task;
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i < j->words_per_task; i += 4) {
+        a += p[i];
+        b += p[i + 1];
+        c += p[i + 2];
+        d += p[i + 3];
+    }
+    j->sums[t] = a + b + c + d;
+}
+
+/* GB/s reading `bytes` (rounded down to 256 tasks) with the current pool. */
+static double probe(const uint64_t *buf, size_t bytes, int runs) {
+    probe_job j = {buf, bytes / 8 / 256, {0}};
+    double gbs[MAX_RUNS];
+    for (int r = 0; r < runs; r++) {
+        double t0 = qtts_now();
+        qtts_parallel_for(256, probe_task, &j);
+        gbs[r] = (double)j.words_per_task * 8 * 256 / (qtts_now() - t0) / 1e9;
+    }
+    return median(gbs, runs);
+}
+
+/* ==== synthetic weights ================================================== */
+
+/* Fill a [rows, cols] matrix of dtype dt at p with plausible values. */
+static void fill_mat(uint8_t *p, qtts_dtype dt, int rows, int cols) {
+    const size_t rb = qtts_mat_row_bytes(dt, cols), n = rb * rows;
+    if (dt == QTTS_DT_F32 || dt == QTTS_DT_BF16) {
+        for (size_t i = 0; i < (size_t)rows * cols; i++) {
+            float v = ((int)(next_rand() >> 40) - (1 << 23)) * (0.05f / (1 << 23));
+            if (dt == QTTS_DT_F32) memcpy(p + 4 * i, &v, 4);
+            else {
+                uint16_t h = qtts_f32_to_bf16(v);
+                memcpy(p + 2 * i, &h, 2);
+            }
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t r = next_rand();
+        memcpy(p + i, &r, QTTS_MIN(8, n - i));
+    }
+    const size_t bb = dt == QTTS_DT_Q8_0 ? sizeof(qtts_block_q8_0) : sizeof(qtts_block_q4_0);
+    const qtts_half d = qtts_f32_to_half(0.002f);
+    for (size_t i = 0; i < n; i += bb) {
+        memcpy(p + i, &d, 2);
+        if (dt == QTTS_DT_Q8_0)
+            for (size_t k = 2; k < bb; k++)
+                if (p[i + k] == 0x80) p[i + k] = 0x81;   /* -128 is not a valid code */
+    }
+}
+
+/* ==== matvec per shape =================================================== */
+
+typedef struct {
+    const char *name;
+    int rows, cols;
+} shape;
+
+static const shape shapes[] = {
+    {"q     [2048,1024]", 2048, 1024}, {"k/v   [1024,1024]", 1024, 1024},
+    {"o     [1024,2048]", 1024, 2048}, {"gate  [3072,1024]", 3072, 1024},
+    {"down  [1024,3072]", 1024, 3072}, {"head  [3072,1024]", 3072, 1024},
+};
+
+static const qtts_isa *isa;
+
+/* GB/s of weight reads for y = W x over copies of W filling set_bytes. */
+static double bench_shape(uint8_t *arena, size_t set_bytes, const shape *s, qtts_dtype dt, int runs) {
+    const size_t wb = qtts_mat_row_bytes(dt, s->cols) * s->rows;
+    int copies = (int)(set_bytes / wb);
+    if (copies < 1) copies = 1;
+    if (getenv("HOT")) copies = 1;
+    for (int c = 0; c < copies; c++) fill_mat(arena + (size_t)c * wb, dt, s->rows, s->cols);
+    float *x = qtts_aligned_alloc(sizeof(float) * s->cols), *y = qtts_aligned_alloc(sizeof(float) * s->rows);
+    for (int i = 0; i < s->cols; i++) x[i] = (float)((int)(next_rand() % 2001) - 1000) / 1000.0f;
+    double gbs[MAX_RUNS];
+    for (int r = -1; r < runs; r++) {   /* run -1 warms up */
+        double t0 = qtts_now();
+        int reps = getenv("HOT") ? 50 : 1;
+        for (int k = 0; k < reps; k++)
+        for (int c = 0; c < copies; c++) {
+            const qtts_mat W = {arena + (size_t)c * wb, dt, s->rows, s->cols};
+            qtts_matmul_isa(isa, y, x, 1, &W, NULL);
+        }
+        if (r >= 0) gbs[r] = (double)wb * copies * reps / (qtts_now() - t0) / 1e9;
+    }
+    qtts_free(x);
+    qtts_free(y);
+    return median(gbs, runs);
+}
+
+/* ==== one frame ========================================================== */
+
+typedef struct {
+    qtts_mat m[7];     /* q, k, v, o, gate, up, down */
+} layer;
+
+typedef struct {
+    qtts_dtype dt;
+    layer talker[28], cp[5];
+    qtts_mat head, cp_head[15];
+    uint8_t *mem;
+    size_t bytes_talker, bytes_cp_pass;   /* weights read by one talker step / one CP pass */
+} model;
+
+static bool model_new(model *m, qtts_dtype dt) {
+    static const int lr[7] = {2048, 1024, 1024, 1024, 3072, 3072, 1024};
+    static const int lc[7] = {1024, 1024, 1024, 2048, 1024, 1024, 3072};
+    size_t layer_bytes = 0;
+    for (int i = 0; i < 7; i++) layer_bytes += qtts_mat_row_bytes(dt, lc[i]) * lr[i];
+    const size_t head_bytes = qtts_mat_row_bytes(dt, 1024) * 3072, cph = qtts_mat_row_bytes(dt, 1024) * 2048;
+    const size_t total = 33 * layer_bytes + head_bytes + 15 * cph;
+    memset(m, 0, sizeof *m);
+    m->dt = dt;
+    if (!(m->mem = qtts_aligned_alloc(total))) return false;
+    uint8_t *p = m->mem;
+    for (int l = 0; l < 33; l++) {
+        layer *L = l < 28 ? &m->talker[l] : &m->cp[l - 28];
+        for (int i = 0; i < 7; i++) {
+            L->m[i] = (qtts_mat){p, dt, lr[i], lc[i]};
+            fill_mat(p, dt, lr[i], lc[i]);
+            p += qtts_mat_row_bytes(dt, lc[i]) * lr[i];
+        }
+    }
+    m->head = (qtts_mat){p, dt, 3072, 1024};
+    fill_mat(p, dt, 3072, 1024);
+    p += head_bytes;
+    for (int j = 0; j < 15; j++) {
+        m->cp_head[j] = (qtts_mat){p, dt, 2048, 1024};
+        fill_mat(p, dt, 2048, 1024);
+        p += cph;
+    }
+    m->bytes_talker = 28 * layer_bytes + head_bytes;
+    m->bytes_cp_pass = 5 * layer_bytes + cph;
+    return true;
+}
+
+static void run_layers(const layer *L, int n, float *h, float *big, float *out) {
+    for (int l = 0; l < n; l++) {
+        qtts_matmul_isa(isa, big, h, 1, &L[l].m[0], NULL);   /* q */
+        qtts_matmul_isa(isa, out, h, 1, &L[l].m[1], NULL);   /* k */
+        qtts_matmul_isa(isa, out, h, 1, &L[l].m[2], NULL);   /* v */
+        qtts_matmul_isa(isa, out, big, 1, &L[l].m[3], NULL); /* o */
+        qtts_matmul_isa(isa, big, h, 1, &L[l].m[4], NULL);   /* gate */
+        qtts_matmul_isa(isa, big, h, 1, &L[l].m[5], NULL);   /* up */
+        qtts_matmul_isa(isa, out, big, 1, &L[l].m[6], NULL); /* down */
+    }
+}
+
+/* Median ms per frame over `frames` frames (after one warm-up frame). */
+static double bench_frame(const model *m, int frames) {
+    float *h = qtts_aligned_alloc(4 * 3072), *big = qtts_aligned_alloc(4 * 3072),
+          *out = qtts_aligned_alloc(4 * 3072);
+    for (int i = 0; i < 3072; i++) h[i] = big[i] = (float)((int)(next_rand() % 2001) - 1000) / 1000.0f;
+    double ms[MAX_RUNS];
+    for (int f = -1; f < frames; f++) {
+        double t0 = qtts_now();
+        run_layers(m->talker, 28, h, big, out);
+        qtts_matmul_isa(isa, big, h, 1, &m->head, NULL);
+        for (int j = 0; j < 15; j++) {
+            run_layers(m->cp, 5, h, big, out);
+            qtts_matmul_isa(isa, big, h, 1, &m->cp_head[j], NULL);
+        }
+        if (f >= 0) ms[f] = (qtts_now() - t0) * 1e3;
+    }
+    qtts_free(h);
+    qtts_free(big);
+    qtts_free(out);
+    return median(ms, frames);
+}
+
+/* ==== main =============================================================== */
+
+static int parse_list(const char *s, int *out, int cap) {
+    int n = 0;
+    while (*s && n < cap) {
+        out[n++] = atoi(s);
+        const char *c = strchr(s, ',');
+        if (!c) break;
+        s = c + 1;
+    }
+    return n;
+}
+
+int main(int argc, char **argv) {
+    int threads[8] = {1, 2}, n_threads = 2, runs = 7, frames = 5, set_mb = 256;
+    bool do_frame = true;
+    const char *formats = "f32,bf16,q8_0,q4_0", *isa_name = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--threads")) n_threads = parse_list(v, threads, 8), i++;
+        else if (!strcmp(a, "--runs")) runs = atoi(v), i++;
+        else if (!strcmp(a, "--frames")) frames = atoi(v), i++;
+        else if (!strcmp(a, "--set")) set_mb = atoi(v), i++;
+        else if (!strcmp(a, "--formats")) formats = v, i++;
+        else if (!strcmp(a, "--isa")) isa_name = v, i++;
+        else if (!strcmp(a, "--no-frame")) do_frame = false;
+        else {
+            fprintf(stderr, "usage: %s [--threads 1,2] [--runs 7] [--set MB] [--frames 5] "
+                            "[--formats f32,bf16,q8_0,q4_0] [--isa NAME] [--no-frame]\n", argv[0]);
+            return 2;
+        }
+    }
+    runs = QTTS_MAX(1, QTTS_MIN(runs, MAX_RUNS));
+    frames = QTTS_MAX(1, QTTS_MIN(frames, MAX_RUNS));
+    isa = qtts_isa_active();
+    if (isa_name) {
+        const qtts_isa *all[16];
+        int n = qtts_isa_compiled(all, 16);
+        isa = NULL;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(all[i]->name, isa_name) && qtts_isa_usable(all[i])) isa = all[i];
+        if (!isa) {
+            fprintf(stderr, "isa %s: not compiled in or not supported by this CPU\n", isa_name);
+            return 2;
+        }
+    }
+    const qtts_dtype all_dt[4] = {QTTS_DT_F32, QTTS_DT_BF16, QTTS_DT_Q8_0, QTTS_DT_Q4_0};
+    const char *dt_name[4] = {"f32", "bf16", "q8_0", "q4_0"};
+    bool use[4];
+    for (int d = 0; d < 4; d++) use[d] = strstr(formats, dt_name[d]) != NULL;
+
+    const size_t set = (size_t)set_mb << 20;
+    uint8_t *arena = qtts_aligned_alloc(set + (64 << 20));
+    if (!arena) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    memset(arena, 1, set + (64 << 20));
+    printf("kernels: %s, %d CPUs, working set %d MiB per case, medians of %d runs\n", isa->name,
+           qtts_cpu_count(), set_mb, runs);
+
+    double floor_gbs[8];
+    printf("\nmemory-read probe (GB/s):");
+    for (int t = 0; t < n_threads; t++) {
+        qtts_threads_init(threads[t]);
+        floor_gbs[t] = probe((const uint64_t *)arena, set, runs);
+        printf("  %d thr %.1f", threads[t], floor_gbs[t]);
+    }
+    printf("\n\nmatvec, one x row: weight GB/s (percent of the probe at the same thread count)\n");
+    printf("%-18s %-5s", "shape", "fmt");
+    for (int t = 0; t < n_threads; t++) printf("   %d thr        ", threads[t]);
+    printf("\n");
+    for (size_t s = 0; s < QTTS_ARRAY_LEN(shapes); s++)
+        for (int d = 0; d < 4; d++) {
+            if (!use[d]) continue;
+            printf("%-18s %-5s", shapes[s].name, dt_name[d]);
+            for (int t = 0; t < n_threads; t++) {
+                qtts_threads_init(threads[t]);
+                double g = bench_shape(arena, set, &shapes[s], all_dt[d], runs);
+                printf("   %5.1f (%3.0f%%)  ", g, 100 * g / floor_gbs[t]);
+            }
+            printf("\n");
+            fflush(stdout);
+        }
+    qtts_free(arena);
+
+    if (do_frame) {
+        printf("\none frame (talker step + 15 code-predictor passes, synthetic 0.6B weights):\n");
+        for (int d = 1; d < 4; d++) {   /* f32 is not a decode format */
+            if (!use[d]) continue;
+            model m;
+            if (!model_new(&m, all_dt[d])) {
+                fprintf(stderr, "out of memory for the %s model\n", dt_name[d]);
+                continue;
+            }
+            const double gb = (m.bytes_talker + 15.0 * m.bytes_cp_pass) / 1e9;
+            printf("  %-5s %.3f GB read per frame (talker %.3f, CP %.3f x 15)\n", dt_name[d], gb,
+                   m.bytes_talker / 1e9, m.bytes_cp_pass / 1e9);
+            for (int t = 0; t < n_threads; t++) {
+                qtts_threads_init(threads[t]);
+                const double ms = bench_frame(&m, frames), fl = gb / floor_gbs[t] * 1e3;
+                printf("        %d thr: %7.1f ms per frame, floor %6.1f ms, ratio %.2f\n", threads[t], ms,
+                       fl, ms / fl);
+                fflush(stdout);
+            }
+            qtts_free(m.mem);
+        }
+    }
+    qtts_threads_shutdown();
+    return 0;
+}
