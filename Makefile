@@ -7,6 +7,7 @@
 #   make bench-kernels  matmul weight-read GB/s per format and thread count (not a test)
 #   make check-arm  cross-compile for aarch64 and run the kernel tests under
 #                   qemu (needs gcc-aarch64-linux-gnu; qemu-user optional)
+#   make check-isa-emu  the AVX-512/AVX-VNNI kernels' logic on an AVX2 CPU
 #   make fuzz-wav   libFuzzer (clang) on the WAV parser + resampler for FUZZ_TIME s
 #   make clean
 #
@@ -36,7 +37,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libqtts.a
 BIN      := $(BUILD)/qwen3-tts
 
-.PHONY: all test test-asan test-tsan test-some bench-kernels check-arm fuzz-wav clean
+.PHONY: all test test-asan test-tsan test-some bench-kernels check-arm check-isa-emu fuzz-wav clean
 all: $(BIN)
 
 # Per-ISA kernel files (src/kernels/kernels_<isa>.c) are the only objects
@@ -92,6 +93,24 @@ $(BUILD)/bench_kernels: tools/bench_kernels.c $(LIB)
 
 bench-kernels: $(BUILD)/bench_kernels
 	$< $(BENCH_ARGS)
+
+# The AVX-512 and AVX-VNNI kernels on CPUs without them: both files built
+# against scalar stand-ins for their intrinsics (tests/isa_emu.h) and run as
+# extra paths of test_kernels, bit for bit against the reference orders.
+# Checks their lane logic, not the hardware. x86-64 hosts with AVX2.
+EMU_FLAGS = -mavx2 -mfma -mf16c -Wno-psabi -include tests/isa_emu.h
+$(BUILD)/emu/kernels_avx512_emu.o: src/kernels/kernels_avx512.c tests/isa_emu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(EMU_FLAGS) -Dqtts_isa_avx512=qtts_isa_avx512_emu -c $< -o $@
+$(BUILD)/emu/kernels_avxvnni_emu.o: src/kernels/kernels_avxvnni.c src/kernels/kernels_avx2.c tests/isa_emu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(EMU_FLAGS) -Dqtts_isa_avxvnni=qtts_isa_avxvnni_emu -c $< -o $@
+$(BUILD)/emu/test_kernels_emu: tests/unit/test_kernels.c $(BUILD)/emu/kernels_avx512_emu.o \
+                               $(BUILD)/emu/kernels_avxvnni_emu.o $(LIB)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Itests -DQTTS_TEST_ISA_EMU -o $@ $^ $(LDLIBS)
+
+check-isa-emu: $(BUILD)/emu/test_kernels_emu
+	@tests/run.sh $<
 
 # aarch64 cross check: the library compiled with aarch64-linux-gnu-gcc
 # (-idirafter lets it see the host's arch-independent library headers),

@@ -82,6 +82,12 @@ static void tmat_free(tmat *m) {
 static const qtts_isa *isas[16];
 static int n_isas;
 
+#ifdef QTTS_TEST_ISA_EMU
+/* `make check-isa-emu`: the AVX-512 and AVX-VNNI files built on scalar
+ * stand-ins for their intrinsics (tests/isa_emu.h); they need AVX2. */
+extern const qtts_isa qtts_isa_avx512_emu, qtts_isa_avxvnni_emu;
+#endif
+
 static void list_isas(void) {
     const qtts_isa *all[16];
     int n = qtts_isa_compiled(all, 16);
@@ -89,6 +95,13 @@ static void list_isas(void) {
         if (qtts_isa_usable(all[i])) isas[n_isas++] = all[i];
         else printf("  skip %s: this CPU cannot run it\n", all[i]->name);
     }
+#ifdef QTTS_TEST_ISA_EMU
+    if (qtts_isa_usable(&qtts_isa_avx2)) {
+        isas[n_isas++] = &qtts_isa_avx512_emu;
+        isas[n_isas++] = &qtts_isa_avxvnni_emu;
+        printf("  added avx512 and avx-vnni on emulated intrinsics\n");
+    }
+#endif
     printf("  paths tested: ");
     for (int i = 0; i < n_isas; i++)
         printf("%s%s%s", i ? ", " : "", isas[i] == qtts_isa_active() ? "*" : "", isas[i]->name);
