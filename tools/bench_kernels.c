@@ -9,7 +9,9 @@
  *            matrices: q [2048,1024], k/v [1024,1024], o [1024,2048],
  *            gate/up [3072,1024], down [1024,3072], codec head [3072,1024].
  *            Each case cycles through enough copies of W (--set MB) that
- *            the weights come from DRAM, as they do in a decode step.
+ *            the weights come from DRAM, as they do in a decode step; the
+ *            "hot" column reads one copy repeatedly (L2/L3), the compute
+ *            ceiling of each kernel.
  *   frame    one talker step (28 layers + codec head) and 15 code-predictor
  *            passes (5 layers + one head each) on distinct synthetic weights
  *            of the real shapes: milliseconds per frame against the floor
@@ -128,24 +130,25 @@ static const shape shapes[] = {
 
 static const qtts_isa *isa;
 
-/* GB/s of weight reads for y = W x over copies of W filling set_bytes. */
+/* GB/s of weight reads for y = W x over copies of W filling set_bytes
+ * (set_bytes 0: one copy read 20 times, from the caches). */
 static double bench_shape(uint8_t *arena, size_t set_bytes, const shape *s, qtts_dtype dt, int runs) {
     const size_t wb = qtts_mat_row_bytes(dt, s->cols) * s->rows;
     int copies = (int)(set_bytes / wb);
     if (copies < 1) copies = 1;
-    if (getenv("HOT")) copies = 1;
+    if (set_bytes == 0) copies = 1;   /* hot: one copy, read from the caches */
     for (int c = 0; c < copies; c++) fill_mat(arena + (size_t)c * wb, dt, s->rows, s->cols);
     float *x = qtts_aligned_alloc(sizeof(float) * s->cols), *y = qtts_aligned_alloc(sizeof(float) * s->rows);
     for (int i = 0; i < s->cols; i++) x[i] = (float)((int)(next_rand() % 2001) - 1000) / 1000.0f;
     double gbs[MAX_RUNS];
     for (int r = -1; r < runs; r++) {   /* run -1 warms up */
         double t0 = qtts_now();
-        int reps = getenv("HOT") ? 50 : 1;
+        const int reps = set_bytes == 0 ? 20 : 1;
         for (int k = 0; k < reps; k++)
-        for (int c = 0; c < copies; c++) {
-            const qtts_mat W = {arena + (size_t)c * wb, dt, s->rows, s->cols};
-            qtts_matmul_isa(isa, y, x, 1, &W, NULL);
-        }
+            for (int c = 0; c < copies; c++) {
+                const qtts_mat W = {arena + (size_t)c * wb, dt, s->rows, s->cols};
+                qtts_matmul_isa(isa, y, x, 1, &W, NULL);
+            }
         if (r >= 0) gbs[r] = (double)wb * copies * reps / (qtts_now() - t0) / 1e9;
     }
     qtts_free(x);
@@ -301,9 +304,11 @@ int main(int argc, char **argv) {
         floor_gbs[t] = probe((const uint64_t *)arena, set, runs);
         printf("  %d thr %.1f", threads[t], floor_gbs[t]);
     }
-    printf("\n\nmatvec, one x row: weight GB/s (percent of the probe at the same thread count)\n");
+    printf("\n\nmatvec, one x row: weight GB/s from DRAM (percent of the probe at the same thread\n"
+           "count), then from the caches (one copy of W read repeatedly)\n");
     printf("%-18s %-5s", "shape", "fmt");
-    for (int t = 0; t < n_threads; t++) printf("   %d thr        ", threads[t]);
+    for (int t = 0; t < n_threads; t++) printf("  DRAM %d thr    ", threads[t]);
+    for (int t = 0; t < n_threads; t++) printf("  hot %d thr", threads[t]);
     printf("\n");
     for (size_t s = 0; s < QTTS_ARRAY_LEN(shapes); s++)
         for (int d = 0; d < 4; d++) {
@@ -312,7 +317,11 @@ int main(int argc, char **argv) {
             for (int t = 0; t < n_threads; t++) {
                 qtts_threads_init(threads[t]);
                 double g = bench_shape(arena, set, &shapes[s], all_dt[d], runs);
-                printf("   %5.1f (%3.0f%%)  ", g, 100 * g / floor_gbs[t]);
+                printf("  %5.1f (%3.0f%%)  ", g, 100 * g / floor_gbs[t]);
+            }
+            for (int t = 0; t < n_threads; t++) {
+                qtts_threads_init(threads[t]);
+                printf("  %9.1f", bench_shape(arena, 0, &shapes[s], all_dt[d], runs));
             }
             printf("\n");
             fflush(stdout);

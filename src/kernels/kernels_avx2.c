@@ -160,11 +160,10 @@ INLINE __m256i x8_sums(__m256i x) {
 /* The 32 codes of block b of a row: Q8_0 as signed bytes, Q4_0 as the
  * unsigned nibbles (code + 8). */
 INLINE __m256i load_codes(const uint8_t *row, int b, const bool q4) {
-    if (q4) {
+    if (q4) { /* the 16 bytes in both lanes, the upper lane shifted by 4 */
         const uint8_t *blk = row + (size_t)b * sizeof(qtts_block_q4_0);
-        const __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
-        const __m128i m = _mm_set1_epi8(15);
-        return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+        const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2)));
+        return _mm256_and_si256(_mm256_srlv_epi64(q, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(15));
     }
     return _mm256_loadu_si256((const __m256i *)(row + (size_t)b * sizeof(qtts_block_q8_0) + 2));
 }
