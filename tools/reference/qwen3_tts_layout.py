@@ -118,20 +118,22 @@ def main_config(variant, dims):
         tc["codec_language_id"] = {k: v for k, v in tc["codec_language_id"].items() if k not in DIALECT_KEYS}
     if tts_type == "base":
         s = dims["spk"]
-        spk = {
-            "mel_dim": 128,
-            "enc_dim": t["hidden"],
-            "enc_channels": list(s["enc_channels"]),
-            "enc_kernel_sizes": [5, 3, 3, 3, 1],
-            "enc_dilations": [1, 2, 3, 4, 1],
-            "enc_attention_channels": s["enc_attention_channels"],
-            "enc_res2net_scale": s["enc_res2net_scale"],
-            "enc_se_channels": s["enc_se_channels"],
-            "sample_rate": 24000,
-        }
         if s.get("shipped_minimal"):
             # the shipped Base configs carry only these two keys; the rest are class defaults
             spk = {"enc_dim": t["hidden"], "sample_rate": 24000}
+        else:
+            # all nine fields of Qwen3TTSSpeakerEncoderConfig (spec 13 step 6)
+            spk = {
+                "mel_dim": 128,
+                "enc_dim": t["hidden"],
+                "enc_channels": list(s["enc_channels"]),
+                "enc_kernel_sizes": [5, 3, 3, 3, 1],
+                "enc_dilations": [1, 2, 3, 4, 1],
+                "enc_attention_channels": s["enc_attention_channels"],
+                "enc_res2net_scale": s["enc_res2net_scale"],
+                "enc_se_channels": s["enc_se_channels"],
+                "sample_rate": 24000,
+            }
         # keep the shipped key order, insert the section before talker_config
         out = {}
         for k, v in cfg.items():
