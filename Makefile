@@ -9,6 +9,8 @@
 #                   qemu (needs gcc-aarch64-linux-gnu; qemu-user optional)
 #   make check-isa-emu  the AVX-512/AVX-VNNI kernels' logic on an AVX2 CPU
 #   make fuzz-wav   libFuzzer (clang) on the WAV parser + resampler for FUZZ_TIME s
+#   make fuzz-http / fuzz-json   libFuzzer on the server's HTTP head parser /
+#                   JSON request validation for FUZZ_TIME s each (fuzz-server: both)
 #   make clean
 #
 # Every src/**/*.c goes into build/libqtts.a; every tests/unit/test_*.c is a
@@ -37,7 +39,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libqtts.a
 BIN      := $(BUILD)/qwen3-tts
 
-.PHONY: all test test-asan test-tsan test-some bench-kernels check-arm check-isa-emu fuzz-wav clean
+.PHONY: all test test-asan test-tsan test-some bench-kernels check-arm check-isa-emu fuzz-wav fuzz-http fuzz-json fuzz-server clean
 all: $(BIN)
 
 # Per-ISA kernel files (src/kernels/kernels_<isa>.c) are the only objects
@@ -145,6 +147,26 @@ $(FUZZ_BUILD)/fuzz_wav: tests/fuzz/fuzz_wav.c src/io/audio.c src/io/audio.h src/
 fuzz-wav: $(FUZZ_BUILD)/fuzz_wav
 	@mkdir -p $(FUZZ_BUILD)/corpus-wav
 	$< $(FUZZ_OPTS) $(FUZZ_BUILD)/corpus-wav tests/fuzz/corpus/wav
+
+$(FUZZ_BUILD)/fuzz_http: tests/fuzz/fuzz_http.c src/server/http.c src/server/http.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_http.c src/server/http.c
+
+$(FUZZ_BUILD)/fuzz_json_request: tests/fuzz/fuzz_json_request.c src/server/request.c src/server/request.h \
+                                 src/base/json.c src/base/base.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_json_request.c src/server/request.c \
+	    src/base/json.c src/base/base.c -lm
+
+fuzz-http: $(FUZZ_BUILD)/fuzz_http
+	@mkdir -p $(FUZZ_BUILD)/corpus-http
+	$< $(FUZZ_OPTS) -dict=tests/fuzz/http.dict $(FUZZ_BUILD)/corpus-http tests/fuzz/corpus/http
+
+fuzz-json: $(FUZZ_BUILD)/fuzz_json_request
+	@mkdir -p $(FUZZ_BUILD)/corpus-json
+	$< $(FUZZ_OPTS) $(FUZZ_BUILD)/corpus-json tests/fuzz/corpus/json_request
+
+fuzz-server: fuzz-http fuzz-json
 
 clean:
 	rm -rf build build-asan build-tsan build-arm $(FUZZ_BUILD)

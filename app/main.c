@@ -3,6 +3,7 @@
  *
  *   qwen3-tts synth   -m MODEL_DIR --text "..." -o out.wav [options]
  *   qwen3-tts inspect -m MODEL_DIR
+ *   qwen3-tts serve   -m MODEL_DIR [--host 127.0.0.1] [--port 8080] [options]
  *   qwen3-tts --help | --version
  *
  * This file only turns flags into qtts_request fields and files into
@@ -20,6 +21,7 @@
 
 #include "qwen3_tts.h"
 #include "codes_file.h"
+#include "server/server.h"
 
 #define QTTS_VERSION "0.1.0"
 #define MAX_TEXT_BYTES (1u << 20)
@@ -41,6 +43,7 @@ static void usage_main(FILE *f) {
           "commands:\n"
           "  synth     synthesize speech from text (or decode a codes file)\n"
           "  inspect   list a model directory's configuration and tensors\n"
+          "  serve     HTTP server: OpenAI /v1/audio/speech, native /v1/tts, /health, /metrics\n"
           "\n"
           "Run 'qwen3-tts <command> --help' for the options of a command.\n",
           f);
@@ -383,6 +386,107 @@ static int cmd_inspect(int argc, char **argv) {
     return 0;
 }
 
+/* ---- serve ----------------------------------------------------------------- */
+
+static void usage_serve(FILE *f) {
+    fputs(
+        "usage: qwen3-tts serve -m MODEL_DIR [options]\n"
+        "\n"
+        "  -m, --model DIR              Hugging Face model directory (required)\n"
+        "      --host ADDR              numeric address to bind (default 127.0.0.1; 0.0.0.0 or ::\n"
+        "                               exposes the server to the network)\n"
+        "  -p, --port N                 TCP port (default 8080; 0 = any free port)\n"
+        "  -b, --batch B                requests generated together, one frame each per step (default 4)\n"
+        "      --queue Q                requests waiting for a batch slot; more get 503 (default 16)\n"
+        "  -j, --threads N              engine threads (default: all cores)\n"
+        "      --api-key KEY            require 'Authorization: Bearer KEY' (not on /health)\n"
+        "      --api-key-file FILE      the same, the key read from FILE (first line)\n"
+        "      --model-name NAME        model id listed by /v1/models (default qwen3-tts)\n"
+        "limits:\n"
+        "      --max-connections N      open connections (default 256); more get 503\n"
+        "      --max-body BYTES         request body size (default 1048576)\n"
+        "      --max-input-chars N      text length cap (default 4096; also <= max frames / 4)\n"
+        "      --max-instructions-chars N  (default 4096)\n"
+        "      --max-audio-seconds S    audio per request (default 600, i.e. 7500 frames)\n"
+        "      --queue-timeout S        wait for a slot before 503 (default 30)\n"
+        "      --header-timeout S       whole request head, else 408 (default 10)\n"
+        "      --body-timeout S         whole request body, else 408 (default 30)\n"
+        "      --idle-timeout S         keep-alive wait for the next request (default 5)\n"
+        "      --write-timeout S        a client that stops reading this long is dropped (default 10)\n"
+        "      --drain-timeout S        on SIGINT/SIGTERM, time to finish accepted requests (default 30)\n"
+        "  -q, --quiet                  no log lines\n"
+        "  -h, --help\n"
+        "\n"
+        "Signals: SIGINT/SIGTERM drain (a second one aborts), SIGUSR1 prints statistics.\n",
+        f);
+}
+
+static void serve_log(void *user, const char *line) {
+    (void)user;
+    fprintf(stderr, "qwen3-tts: %s\n", line);
+}
+
+static char *read_key_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die("%s: cannot open: %s", path, strerror(errno));
+    char *t = read_stream(f, path);
+    fclose(f);
+    t[strcspn(t, "\r\n")] = 0;
+    if (!*t) die("%s: the first line is empty", path);
+    return t;
+}
+
+static int cmd_serve(int argc, char **argv) {
+    qtts_server_config c;
+    qtts_server_config_init(&c);
+    c.install_signal_handlers = true;
+    c.log = serve_log;
+    char *key_buf = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+#define NEXT() (i + 1 < argc ? argv[++i] : (die("%s needs a value", a), (char *)NULL))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_serve(stdout); return 0; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) c.model_dir = NEXT();
+        else if (!strcmp(a, "--host")) c.host = NEXT();
+        else if (!strcmp(a, "-p") || !strcmp(a, "--port")) c.port = (int)parse_long(a, NEXT(), 0, 65535);
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) c.batch = (int)parse_long(a, NEXT(), 1, 64);
+        else if (!strcmp(a, "--queue")) c.queue = (int)parse_long(a, NEXT(), 0, 4096);
+        else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) c.threads = (int)parse_long(a, NEXT(), 0, 1024);
+        else if (!strcmp(a, "--api-key")) c.api_key = NEXT();
+        else if (!strcmp(a, "--api-key-file")) c.api_key = key_buf = read_key_file(NEXT());
+        else if (!strcmp(a, "--model-name")) c.model_name = NEXT();
+        else if (!strcmp(a, "--max-connections")) c.max_connections = (int)parse_long(a, NEXT(), 1, 65536);
+        else if (!strcmp(a, "--max-body")) c.max_body = (size_t)parse_long(a, NEXT(), 64, 64L << 20);
+        else if (!strcmp(a, "--max-input-chars")) c.max_input_chars = (size_t)parse_long(a, NEXT(), 1, 65536);
+        else if (!strcmp(a, "--max-instructions-chars")) c.max_instructions_chars = (size_t)parse_long(a, NEXT(), 0, 65536);
+        else if (!strcmp(a, "--max-audio-seconds")) c.max_audio_seconds = parse_float(a, NEXT(), 1, 7200, false);
+        else if (!strcmp(a, "--queue-timeout")) c.queue_timeout_s = parse_float(a, NEXT(), 0, 3600, true);
+        else if (!strcmp(a, "--header-timeout")) c.header_timeout_s = parse_float(a, NEXT(), 0, 3600, true);
+        else if (!strcmp(a, "--body-timeout")) c.body_timeout_s = parse_float(a, NEXT(), 0, 3600, true);
+        else if (!strcmp(a, "--idle-timeout")) c.idle_timeout_s = parse_float(a, NEXT(), 0, 3600, true);
+        else if (!strcmp(a, "--write-timeout")) c.write_timeout_s = parse_float(a, NEXT(), 0, 3600, true);
+        else if (!strcmp(a, "--drain-timeout")) c.drain_timeout_s = parse_float(a, NEXT(), 0, 3600, true);
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) c.log = NULL;
+        else die("serve: unknown option '%s' (see qwen3-tts serve --help)", a);
+#undef NEXT
+    }
+    if (!c.model_dir) die("serve: -m MODEL_DIR is required (see qwen3-tts serve --help)");
+    qtts_error err;
+    qtts_server *srv;
+    if (qtts_server_start(&c, &srv, &err)) die("serve: %s", err.msg);
+    int code = qtts_server_wait(srv, &err);
+    if (code >= 128) {
+        /* Aborted by a second signal: requests may still be running. */
+        fflush(stderr);
+        _exit(code);
+    }
+    qtts_server_free(srv);
+    free(key_buf);
+    if (code) die("serve: %s", err.msg);
+    if (c.log) fprintf(stderr, "qwen3-tts: drained, exiting\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage_main(stderr);
@@ -399,6 +503,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "qwen3-tts: unknown command '%s'\n\n", cmd);
     usage_main(stderr);
     return 2;

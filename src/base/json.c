@@ -528,7 +528,7 @@ static qtts_json *close_object(parser *p) {
     qtts_json *o = f->node;
     size_t n = p->nvals - f->val_start;
     QTTS_ASSERT(n == p->nkeys - f->key_start);
-    key_ref *kr = p->keys + f->key_start;
+    key_ref *kr = n ? p->keys + f->key_start : NULL;   /* keys is NULL before the first key */
 
     if (n <= SMALL_OBJECT) {
         for (size_t j = 1; j < n; j++)

@@ -1,0 +1,315 @@
+/*
+ * test_request.c - request body validation (src/server/request.c): every
+ * field's type and range, unknown and duplicate keys, JSON limits, UTF-8,
+ * the OpenAI error shape, and echoed values staying escaped and short.
+ */
+#include <string.h>
+
+#include "harness.h"
+#include "base/json.h"
+#include "server/request.h"
+
+static qtts_model_desc cv_desc(void) {
+    qtts_model_desc d;
+    memset(&d, 0, sizeof d);
+    d.kind = QTTS_KIND_CUSTOM_VOICE;
+    d.honours_instruct = false;
+    d.n_speakers = 2;
+    strcpy(d.speakers[0], "vivian");
+    strcpy(d.speakers[1], "ryan");
+    d.n_languages = 2;
+    strcpy(d.languages[0], "english");
+    strcpy(d.languages[1], "chinese");
+    strcpy(d.model_id, "qwen3-tts");
+    return d;
+}
+
+static qtts_req_limits lims(void) {
+    qtts_req_limits l = {.max_input_chars = 100, .max_instructions_chars = 50, .max_frames = 1000,
+                         .have_encoders = true};
+    return l;
+}
+
+typedef struct {
+    bool ok;
+    qtts_speech sp;
+    qtts_api_error e;
+} res;
+
+static res oa(const char *body) {
+    res r;
+    memset(&r, 0, sizeof r);
+    qtts_model_desc d = cv_desc();
+    qtts_req_limits l = lims();
+    r.ok = qtts_parse_openai_speech(body, strlen(body), &d, &l, &r.sp, &r.e);
+    return r;
+}
+
+static res nat(const char *body) {
+    res r;
+    memset(&r, 0, sizeof r);
+    qtts_model_desc d = cv_desc();
+    qtts_req_limits l = lims();
+    r.ok = qtts_parse_native_tts(body, strlen(body), &d, &l, &r.sp, &r.e);
+    return r;
+}
+
+/* A refusal with this status, param and code (NULL: don't care). */
+#define EXPECT_ERR(r, st, prm, cd)                                                          \
+    do {                                                                                    \
+        CHECK(!(r).ok, "accepted");                                                         \
+        CHECK((r).e.status == (st), "status %d want %d (%s)", (r).e.status, (st), (r).e.message); \
+        if (prm) CHECK(strcmp((r).e.param, (const char *)(prm) ? (const char *)(prm) : "") == 0, \
+                       "param '%s' want '%s'", (r).e.param, (const char *)(prm));                    \
+        if (cd) CHECK(strcmp((r).e.code, (const char *)(cd) ? (const char *)(cd) : "") == 0,    \
+                      "code '%s' want '%s'", (r).e.code, (const char *)(cd));                   \
+        qtts_speech_free(&(r).sp);                                                          \
+    } while (0)
+
+static void test_openai_minimal(void) {
+    res r = oa("{\"model\":\"tts-1\",\"input\":\"Hello.\",\"voice\":\"Vivian\"}");
+    REQUIRE(r.ok, "%s", r.e.message);
+    CHECK(strcmp(r.sp.req.text, "Hello.") == 0, "text");
+    CHECK(strcmp(r.sp.req.speaker, "vivian") == 0, "canonical speaker");
+    CHECK(r.sp.format == QTTS_FMT_WAV && r.sp.stream == QTTS_STREAM_NONE, "defaults");
+    CHECK(r.sp.limit_is_error && r.sp.max_frames == 192, "budget %d", r.sp.max_frames);
+    CHECK(r.sp.req.max_new_tokens == 193, "max_new_tokens counts the EOS draw");
+    CHECK(r.sp.req.do_sample == -1 && r.sp.req.seed == 0, "model's sampling defaults");
+    qtts_speech_free(&r.sp);
+    r = oa("{\"model\":\"qwen3-tts\",\"input\":\"x\",\"voice\":\"ryan\",\"response_format\":\"pcm\","
+           "\"stream_format\":\"sse\",\"speed\":1.0,\"instructions\":\"calm\"}");
+    REQUIRE(r.ok, "%s", r.e.message);
+    CHECK(r.sp.format == QTTS_FMT_PCM && r.sp.stream == QTTS_STREAM_SSE, "format/stream");
+    CHECK(r.sp.instruct_ignored && r.sp.req.instruct, "0.6B CustomVoice ignores instructions");
+    qtts_speech_free(&r.sp);
+    r = oa("{\"model\":\"qwen3-tts\",\"input\":\"x\",\"voice\":\"ryan\",\"response_format\":\"flac\",\"stream_format\":\"audio\"}");
+    CHECK(r.ok && r.sp.format == QTTS_FMT_FLAC && r.sp.stream == QTTS_STREAM_AUDIO, "flac");
+    qtts_speech_free(&r.sp);
+}
+
+static void test_openai_refusals(void) {
+    res r;
+    r = oa("{\"input\":\"x\",\"voice\":\"ryan\"}");
+    EXPECT_ERR(r, 400, "model", "missing_parameter");
+    r = oa("{\"model\":\"whisper-1\",\"input\":\"x\",\"voice\":\"ryan\"}");
+    EXPECT_ERR(r, 400, "model", "model_not_found");
+    CHECK(strstr(r.e.message, "qwen3-tts") && strstr(r.e.message, "tts-1"), "lists models: %s", r.e.message);
+    r = oa("{\"model\":\"tts-1\",\"voice\":\"ryan\"}");
+    EXPECT_ERR(r, 400, "input", "missing_parameter");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"\",\"voice\":\"ryan\"}");
+    EXPECT_ERR(r, 400, "input", "invalid_value");
+    r = oa("{\"model\":\"tts-1\",\"input\":\" \\t\\n\\u3000\\u00a0\",\"voice\":\"ryan\"}");
+    EXPECT_ERR(r, 400, "input", "invalid_value");
+    r = oa("{\"model\":\"tts-1\",\"input\":5,\"voice\":\"ryan\"}");
+    EXPECT_ERR(r, 400, "input", "invalid_type");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"alloy\"}");
+    EXPECT_ERR(r, 400, "voice", "invalid_value");
+    CHECK(strstr(r.e.message, "vivian, ryan") != NULL, "lists voices: %s", r.e.message);
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\"}");
+    EXPECT_ERR(r, 400, "voice", "missing_parameter");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"response_format\":\"aac\"}");
+    EXPECT_ERR(r, 400, "response_format", "unsupported_response_format");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":1.5}");
+    EXPECT_ERR(r, 400, "speed", "unsupported_value");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":0.1}");
+    EXPECT_ERR(r, 400, "speed", "invalid_value");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":\"1\"}");
+    EXPECT_ERR(r, 400, "speed", "invalid_type");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"stream_format\":\"chunks\"}");
+    EXPECT_ERR(r, 400, "stream_format", "invalid_value");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"stream_format\":\"sse\",\"response_format\":\"mp3\"}");
+    EXPECT_ERR(r, 400, "response_format", NULL);
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"Voice\":\"ryan\"}");
+    EXPECT_ERR(r, 400, "Voice", "unknown_parameter");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"voice\":\"vivian\"}");
+    EXPECT_ERR(r, 400, "", "invalid_json");
+    CHECK(strstr(r.e.message, "duplicate") != NULL, "duplicate key: %s", r.e.message);
+    r = oa("[1,2]");
+    EXPECT_ERR(r, 400, "", "invalid_json");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\"} x");
+    EXPECT_ERR(r, 400, "", "invalid_json");
+    r = oa("");
+    EXPECT_ERR(r, 400, "", "invalid_json");
+    r = oa("{}");   /* an empty object (no key ever pushed: a UBSan null-offset case once) */
+    EXPECT_ERR(r, 400, "model", "missing_parameter");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"seed\":{}}");
+    EXPECT_ERR(r, 400, "seed", "invalid_type");
+}
+
+static void test_limits_and_utf8(void) {
+    char body[2048];
+    /* 100 code points (3 bytes each) are fine, 101 are not */
+    char text[512] = "";
+    for (int i = 0; i < 100; i++) strcat(text, "\xe4\xbd\xa0");
+    snprintf(body, sizeof body, "{\"model\":\"tts-1\",\"input\":\"%s\",\"voice\":\"ryan\"}", text);
+    res r = oa(body);
+    CHECK(r.ok && r.sp.input_chars == 100, "100 code points: %s", r.e.message);
+    CHECK(r.sp.max_frames == 1000, "budget capped at max_frames: %d", r.sp.max_frames);
+    qtts_speech_free(&r.sp);
+    strcat(text, "a");
+    snprintf(body, sizeof body, "{\"model\":\"tts-1\",\"input\":\"%s\",\"voice\":\"ryan\"}", text);
+    r = oa(body);
+    EXPECT_ERR(r, 400, "input", "string_above_max_length");
+    /* instructions */
+    char ins[128];
+    memset(ins, 'i', 51);
+    ins[51] = 0;
+    snprintf(body, sizeof body, "{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"instructions\":\"%s\"}", ins);
+    r = oa(body);
+    EXPECT_ERR(r, 400, "instructions", "string_above_max_length");
+    /* invalid UTF-8, overlong, surrogate escapes, NUL */
+    r = oa("{\"model\":\"tts-1\",\"input\":\"\xc0\xaf\",\"voice\":\"ryan\"}");
+    EXPECT_ERR(r, 400, "", "invalid_json");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"\xed\xa0\x80\",\"voice\":\"ryan\"}");
+    EXPECT_ERR(r, 400, "", "invalid_json");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"\\ud800\",\"voice\":\"ryan\"}");
+    EXPECT_ERR(r, 400, "", "invalid_json");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"a\\u0000b\",\"voice\":\"ryan\"}");
+    EXPECT_ERR(r, 400, "", "invalid_json");
+    /* depth 17 */
+    char deep[256] = "{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":";
+    for (int i = 0; i < 17; i++) strcat(deep, "[");
+    for (int i = 0; i < 17; i++) strcat(deep, "]");
+    strcat(deep, "}");
+    r = oa(deep);
+    EXPECT_ERR(r, 400, "", "invalid_json");
+    /* 65 keys */
+    size_t n = (size_t)snprintf(body, sizeof body, "{");
+    for (int i = 0; i < 65; i++) n += (size_t)snprintf(body + n, sizeof body - n, "%s\"k%d\":1", i ? "," : "", i);
+    snprintf(body + n, sizeof body - n, "}");
+    r = oa(body);
+    EXPECT_ERR(r, 400, "", "invalid_json");
+    /* 41-character number */
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":1.0000000000000000000000000000000000000000}");
+    EXPECT_ERR(r, 400, "", "invalid_json");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":1e400}");
+    EXPECT_ERR(r, 400, "", "invalid_json");
+}
+
+static void test_native_fields(void) {
+    res r = nat("{\"text\":\"Hello\",\"speaker\":\"RYAN\",\"language\":\"English\",\"greedy\":true,"
+                "\"seed\":42,\"max_frames\":50,\"text_mode\":\"streaming\",\"stream\":true,"
+                "\"response_format\":\"pcm\",\"top_k\":10,\"top_p\":0.5,\"temperature\":0.7,"
+                "\"repetition_penalty\":1.1,\"subtalker_top_k\":5,\"subtalker_top_p\":0.9,"
+                "\"subtalker_temperature\":0.8}");
+    REQUIRE(r.ok, "%s", r.e.message);
+    qtts_request *q = &r.sp.req;
+    CHECK(strcmp(q->speaker, "ryan") == 0 && strcmp(q->language, "english") == 0, "names");
+    CHECK(q->do_sample == 0 && q->subtalker_do_sample == 0, "greedy");
+    CHECK(q->seed == 42 && q->top_k == 10 && q->subtalker_top_k == 5, "ints");
+    CHECK(q->top_p == 0.5f && q->temperature == 0.7f && q->repetition_penalty == 1.1f, "floats");
+    CHECK(q->text_mode == QTTS_TEXT_MODE_STREAMING, "text mode");
+    CHECK(r.sp.max_frames == 50 && !r.sp.limit_is_error && q->max_new_tokens == 51, "client frame cap");
+    CHECK(r.sp.stream == QTTS_STREAM_AUDIO && r.sp.format == QTTS_FMT_PCM, "stream");
+    qtts_speech_free(&r.sp);
+
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"language\":\"klingon\"}");
+    EXPECT_ERR(r, 400, "language", "invalid_value");
+    CHECK(strstr(r.e.message, "auto, english, chinese") != NULL, "lists languages: %s", r.e.message);
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"seed\":-1}");
+    EXPECT_ERR(r, 400, "seed", "invalid_value");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"seed\":1.5}");
+    EXPECT_ERR(r, 400, "seed", "invalid_value");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"seed\":99999999999999999999}");
+    EXPECT_ERR(r, 400, "seed", "invalid_value");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"max_frames\":1001}");
+    EXPECT_ERR(r, 400, "max_frames", "invalid_value");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"max_frames\":0}");
+    EXPECT_ERR(r, 400, "max_frames", "invalid_value");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"temperature\":0}");
+    EXPECT_ERR(r, 400, "temperature", "invalid_value");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"temperature\":1e-300}");
+    EXPECT_ERR(r, 400, "temperature", "invalid_value");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"top_p\":1.5}");
+    EXPECT_ERR(r, 400, "top_p", "invalid_value");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"top_k\":-3}");
+    EXPECT_ERR(r, 400, "top_k", "invalid_value");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"greedy\":1}");
+    EXPECT_ERR(r, 400, "greedy", "invalid_type");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"text_mode\":\"fast\"}");
+    EXPECT_ERR(r, 400, "text_mode", "invalid_value");
+    r = nat("{\"text\":\"x\"}");
+    EXPECT_ERR(r, 400, "speaker", "missing_parameter");
+    /* the cloning seam */
+    r = nat("{\"text\":\"x\",\"ref_audio\":\"UklGRg==\",\"ref_text\":\"hi\"}");
+    EXPECT_ERR(r, 400, "ref_audio", "unsupported_feature");
+    r = nat("{\"text\":\"x\",\"voice_profile\":\"../../etc/passwd\"}");
+    EXPECT_ERR(r, 400, "voice_profile", "unsupported_feature");
+    CHECK(!strstr(r.e.message, "passwd"), "the value is not echoed");
+}
+
+static void test_other_model_kinds(void) {
+    qtts_model_desc d = cv_desc();
+    qtts_req_limits l = lims();
+    qtts_speech sp;
+    qtts_api_error e;
+    d.kind = QTTS_KIND_VOICE_DESIGN;
+    d.n_speakers = 0;
+    const char *b = "{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"default\",\"instructions\":\"a deep voice\"}";
+    CHECK(qtts_parse_openai_speech(b, strlen(b), &d, &l, &sp, &e), "VoiceDesign: %s", e.message);
+    CHECK(sp.req.speaker == NULL && strcmp(sp.req.instruct, "a deep voice") == 0 && !sp.instruct_ignored, "design");
+    qtts_speech_free(&sp);
+    b = "{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\"}";
+    CHECK(!qtts_parse_openai_speech(b, strlen(b), &d, &l, &sp, &e) && e.status == 400 &&
+              strcmp(e.param, "voice") == 0,
+          "VoiceDesign has no preset voices");
+    d.kind = QTTS_KIND_BASE;
+    CHECK(!qtts_parse_openai_speech(b, strlen(b), &d, &l, &sp, &e) && e.status == 400 &&
+              strcmp(e.code, "unsupported_model") == 0,
+          "Base: cloning not supported yet");
+    /* encoders missing: flac is refused */
+    d = cv_desc();
+    l.have_encoders = false;
+    b = "{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"response_format\":\"flac\"}";
+    CHECK(!qtts_parse_openai_speech(b, strlen(b), &d, &l, &sp, &e) && strcmp(e.code, "unsupported_response_format") == 0 &&
+              strstr(e.message, "wav, pcm"),
+          "no encoders: %s", e.message);
+}
+
+static void test_error_json_and_echo(void) {
+    /* A hostile value is cut to 64 bytes, control characters replaced, and
+     * the resulting JSON parses with the message intact. */
+    char body[1024], val[300];
+    memset(val, 'A', sizeof val);
+    memcpy(val, "\\\"<script>\\n", 12);
+    val[299] = 0;
+    snprintf(body, sizeof body, "{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"%s\"}", val);
+    res r = oa(body);
+    REQUIRE(!r.ok, "accepted");
+    char js[2048];
+    size_t n = qtts_api_error_json(&r.e, js, sizeof js);
+    qtts_err jerr;
+    qtts_json *doc = qtts_json_parse(js, n, NULL, "error", &jerr);
+    REQUIRE(doc, "error JSON does not parse: %s (%s)", js, jerr.msg);
+    const qtts_json *err = qtts_json_get(doc, "error");
+    REQUIRE(err && err->type == QTTS_JSON_OBJECT, "shape");
+    const char *msg = qtts_json_get_str(err, "message");
+    CHECK(msg && strstr(msg, "\"<script>?") && strstr(msg, "...") && strlen(msg) < 400, "echo: %s", msg ? msg : "");
+    CHECK(qtts_json_get_str(err, "type") && strcmp(qtts_json_get_str(err, "type"), "invalid_request_error") == 0, "type");
+    CHECK(qtts_json_get_str(err, "param") && strcmp(qtts_json_get_str(err, "param"), "voice") == 0, "param");
+    CHECK(qtts_json_get_str(err, "code") && strcmp(qtts_json_get_str(err, "code"), "invalid_value") == 0, "code");
+    qtts_json_free(doc);
+    /* null param and code */
+    qtts_api_error e;
+    qtts_api_fail(&e, 503, "server_error", NULL, NULL, "busy");
+    n = qtts_api_error_json(&e, js, sizeof js);
+    CHECK(strcmp(js, "{\"error\":{\"message\":\"busy\",\"type\":\"server_error\",\"param\":null,\"code\":null}}") == 0, "%s", js);
+    /* echo cuts at a character boundary */
+    char out[32];
+    qtts_echo(out, sizeof out, "\xe4\xbd\xa0\xe4\xbd\xa0", 6, 4);
+    CHECK(strcmp(out, "\xe4\xbd\xa0...") == 0, "cut at a boundary: %s", out);
+    /* frame budget rule */
+    CHECK(qtts_frame_budget(1, 7500) == 192 && qtts_frame_budget(100, 7500) == 1200 &&
+              qtts_frame_budget(10000, 7500) == 7500,
+          "budget");
+}
+
+int main(void) {
+    TEST_RUN(test_openai_minimal);
+    TEST_RUN(test_openai_refusals);
+    TEST_RUN(test_limits_and_utf8);
+    TEST_RUN(test_native_fields);
+    TEST_RUN(test_other_model_kinds);
+    TEST_RUN(test_error_json_and_echo);
+    TEST_END();
+}
