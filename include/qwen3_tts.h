@@ -147,7 +147,8 @@ typedef struct {
                                    on a model that does not take one (as the reference) */
 } qtts_result;
 
-/* Synthesizes req on session s. result may be NULL. */
+/* Synthesizes req on the idle session s, start to finish (see the
+ * incremental API below). result may be NULL. */
 qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_result *result,
                             qtts_error *err);
 
@@ -184,36 +185,54 @@ void qtts_voice_get_info(const qtts_voice *v, qtts_voice_info *info);
 
 /* ---- incremental and batched synthesis (what a server's scheduler uses) ----
  *
- * qtts_synthesize is qtts_session_start + qtts_step until done +
- * qtts_session_finish. A scheduler instead keeps up to B started sessions
- * and calls qtts_step_batch on all of them once per frame: each weight is
- * read once for the whole batch, and every session's output is
- * bit-identical to running it alone. Sessions may join (start) and leave
- * (finish/cancel) between any two steps. Callbacks of the request fire from
- * inside these calls, on the calling thread. The request (and the strings
- * it points to) must stay valid until the session is finished or cancelled.
+ * qtts_synthesize is qtts_session_start + qtts_step_batch on that one
+ * session until it is inactive + qtts_session_finish. A scheduler instead
+ * keeps up to B started sessions and calls qtts_step_batch on all of them
+ * once per frame: each weight is read once for the whole batch, and every
+ * session's codes and audio are bit-identical to running it alone (with
+ * qtts_synthesize). Sessions may join (start) and leave (finish/cancel)
+ * between any two steps. Callbacks of the request fire from inside these
+ * calls, on the calling thread: on_frame for each frame, on_audio for each
+ * completed 300-frame window and, from finish, for the rest. A callback
+ * returning non-zero fails only its own session (QTTS_ERR_CANCELLED). The
+ * request (and the strings it points to) must stay valid until the session
+ * is finished or cancelled. The sessions of one call are used by the
+ * calling thread only for its duration.
+ *
+ * A session is idle, running (qtts_session_active), done (last frame
+ * produced) or failed; finish or cancel returns a done or failed session
+ * to idle.
  */
 
-/* Validates the request, tokenizes, builds the prompt and runs the prefill.
- * On failure the session is idle again. */
+/* Validates the request, tokenizes, builds the prompt and runs the prefill
+ * (and the first codebook-0 draw). On failure the session is idle again;
+ * QTTS_ERR_INVALID if it was not idle. */
 qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_error *err);
 
 /* True from a successful start until the session produced its last frame
- * (EOS or the frame limit) or failed. */
+ * (EOS or the frame limit) or failed. NULL is not active. */
 bool qtts_session_active(const qtts_session *s);
 
-/* One frame for each of the n sessions (all must be active and belong to
- * the same engine). A session that hits EOS/limit becomes inactive; call
- * qtts_session_finish on it. errs[i] receives session i's failure (and the
- * session becomes inactive); the return value is QTTS_OK unless the whole
- * batch failed. */
+/* One frame for each of the n sessions (all active, distinct, of the same
+ * engine). A session that hits EOS/limit becomes inactive; call
+ * qtts_session_finish on it. errs (n entries, may be NULL) receives each
+ * session's outcome: status QTTS_OK, or the failure that made it inactive
+ * (finish then reports the same). One session's failure does not affect
+ * the others. The return value is QTTS_OK unless the whole batch failed:
+ * QTTS_ERR_INVALID for a bad list (nothing was done; the message is in
+ * every errs entry), or an out-of-memory that failed every session of the
+ * batch. */
 qtts_status qtts_step_batch(qtts_session **sessions, int n, qtts_error *errs);
 
-/* Decodes and delivers the remaining audio, fills result, returns the
- * session to idle. */
+/* Decodes and delivers the remaining audio of a done session, fills result
+ * and returns the session to idle. On a failed session it returns that
+ * failure (result then describes the progress up to it) and returns the
+ * session to idle. QTTS_ERR_INVALID, with nothing changed, on an idle or
+ * still active session. result may be NULL. */
 qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_error *err);
 
-/* Drops an unfinished request; the session returns to idle. */
+/* Drops an unfinished request (in any state); the session returns to idle.
+ * NULL ok. */
 void qtts_session_cancel(qtts_session *s);
 
 /* Decode a [n_frames, 16] code matrix to PCM (chunked exactly like the

@@ -14,9 +14,18 @@
  * prompt rows (text projection, codec embedding rows), the codebook-0
  * sampling rules, and the frame bookkeeping (model/generate.c).
  *
+ * Batching: step_batch and cp_frame_batch advance several sequences at
+ * once (a server's scheduler keeps many requests in flight): each weight is
+ * read once for the whole batch, while attention, sampling and every other
+ * per-sequence stage use each sequence's own state, position, sampler
+ * parameters and RNG. A sequence's outputs are bit-identical to the
+ * single-sequence call, whatever else shares the batch; a sequence that
+ * fails (its item's status) does not affect the others.
+ *
  * Ownership: a backend borrows the loaded weights (which outlive it); a
  * qtts_seq is one sequence's mutable state on the backend (KV caches,
- * scratch) and belongs to one session.
+ * scratch) and belongs to one session. A batched call uses the sequences
+ * it is given (and only those) on the calling thread.
  *
  * Only backend.c knows which backends are compiled in.
  */
@@ -30,6 +39,29 @@
 
 typedef struct qtts_backend qtts_backend;
 typedef struct qtts_seq qtts_seq;
+
+/* One sequence's part of step_batch: step's arguments and its own result. */
+typedef struct {
+    qtts_seq *seq;
+    const int32_t *codes;     /* [G] the previous frame */
+    const float *text_row;    /* [H] */
+    float *logits, *hidden;   /* out: [V], [H] */
+    qtts_status status;       /* out: QTTS_OK or this sequence's failure */
+    qtts_err *err;            /* out: its message when status != QTTS_OK; may be NULL */
+} qtts_step_item;
+
+/* One sequence's part of cp_frame_batch: cp_frame's arguments and its own result. */
+typedef struct {
+    qtts_seq *seq;
+    const float *hidden;      /* [H] */
+    int c0;
+    const qtts_sampler_params *sp;
+    qtts_rng *rng;
+    int32_t *codes_out;       /* out: [G-1] */
+    float *cp_logits;         /* out: [G-1, Vc] raw logits, or NULL */
+    qtts_status status;       /* out */
+    qtts_err *err;            /* out; may be NULL */
+} qtts_cp_item;
 
 typedef struct {
     const char *name;
@@ -55,6 +87,18 @@ typedef struct {
     qtts_status (*cp_frame)(qtts_backend *be, qtts_seq *s, const float *hidden, int c0,
                             const qtts_sampler_params *sp, qtts_rng *rng, int32_t *codes_out,
                             float *cp_logits, qtts_err *err);
+
+    /* step for n distinct sequences as one batch: the n talker inputs go
+     * through each layer's matmuls as n rows, attention per row against
+     * the row's own KV cache and position. A failed item does not advance.
+     * Non-zero return: nothing was done for any item (out of memory). */
+    qtts_status (*step_batch)(qtts_backend *be, qtts_step_item *items, int n, qtts_err *err);
+
+    /* cp_frame for n distinct sequences as one batch: each of the G-1
+     * code-predictor passes is one batched pass over the live sequences,
+     * each drawing with its own sampler parameters and RNG. A failed item
+     * leaves the batch at that pass. Non-zero return: nothing was done. */
+    qtts_status (*cp_frame_batch)(qtts_backend *be, qtts_cp_item *items, int n, qtts_err *err);
 
     /* One fresh codec-decoder run over codes[T, G]: wav[T * upsample]. */
     qtts_status (*codec_decode_window)(qtts_backend *be, const int32_t *codes, int T,

@@ -13,13 +13,20 @@
  *
  * qtts_engine holds what is loaded once and never changes (config, mapped
  * weights, tokenizer, the codec decoder); qtts_session holds one request's
- * mutable state (the talker/code-predictor KV caches, the frame buffer and
- * decode scratch) and is reused across requests.
+ * mutable state (the talker/code-predictor KV caches, the prompt, the
+ * generation state of model/generate.h, the frame buffer and decode
+ * scratch) and is reused across requests.
+ *
+ * A request is incremental: qtts_session_start (validation, prompt,
+ * prefill, first draw), then one frame per qtts_step_batch (the sessions of
+ * a batch share each weight read: qtts_gen_step_batch over the backend's
+ * batched stages), then qtts_session_finish. qtts_synthesize is that loop
+ * on one session.
  *
  * Audio is delivered while generation runs: as soon as a 300-frame window of
- * the reference's chunked decode is complete it is decoded and handed to
- * on_audio, and the rest follows at the end, so the concatenated output is
- * exactly the reference's whole-utterance decode.
+ * the reference's chunked decode is complete it is decoded (per session)
+ * and handed to on_audio, and the rest follows at finish, so the
+ * concatenated output is exactly the reference's whole-utterance decode.
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -54,6 +61,10 @@ struct qtts_engine {
     int n_threads;
 };
 
+/* A session's request: idle -> (start) running -> done | failed -> (finish
+ * or cancel) idle. */
+typedef enum { SES_IDLE, SES_RUNNING, SES_DONE, SES_FAILED } ses_state;
+
 struct qtts_session {
     const qtts_engine *eng;
     qtts_seq *seq;                 /* the backend's per-sequence state (KV caches) */
@@ -61,6 +72,20 @@ struct qtts_session {
     int cap_frames;
     float *wav;                    /* decode scratch, one window */
     size_t cap_wav;
+
+    /* the request in flight, from qtts_session_start to finish/cancel */
+    ses_state state;
+    const qtts_request *req;       /* the caller's, borrowed */
+    qtts_prompt prompt;
+    qtts_gen gen;                  /* generation state; its on_frame is on_gen_frame */
+    int n_frames;                  /* frames stored in frames[] */
+    int decoded;                   /* frames already decoded and delivered */
+    size_t n_samples;
+    double t0;
+    char warning[256];             /* for qtts_result.warning */
+    qtts_status cb_status;         /* a failure inside on_gen_frame (memory, decode, */
+    qtts_err cb_err;               /*   a callback asking to stop) */
+    qtts_err err;                  /* SES_FAILED: what ended the request */
 };
 
 void qtts_engine_options_init(qtts_engine_options *o) {
@@ -150,8 +175,11 @@ qtts_session *qtts_session_new(const qtts_engine *e, qtts_err *err) {
     return s;
 }
 
+static void session_reset(qtts_session *s);
+
 void qtts_session_free(qtts_session *s) {
     if (!s) return;
+    session_reset(s);
     s->eng->backend->ops->seq_free(s->eng->backend, s->seq);
     qtts_free(s->frames);
     qtts_free(s->wav);
@@ -236,24 +264,17 @@ void qtts_request_init(qtts_request *r) {
     r->max_new_tokens = -1;
 }
 
-typedef struct {
-    qtts_session *s;
-    const qtts_request *req;
-    int n_frames;
-    int decoded;          /* frames already decoded and delivered */
-    size_t n_samples;
-    qtts_status decode_status;
-    qtts_err *err;
-} synth_run;
-
+/* The generation's frame callback: store the frame, pass it to on_frame,
+ * decode a 300-frame window as soon as its last frame exists. A failure is
+ * kept in s->cb_status / s->cb_err (the generation reports CANCELLED). */
 static int on_gen_frame(void *user, int frame, const int32_t *codes) {
-    synth_run *r = user;
-    qtts_session *s = r->s;
+    qtts_session *s = user;
+    const qtts_request *req = s->req;
     if (frame >= s->cap_frames) {
         int cap = s->cap_frames ? s->cap_frames * 2 : 512;
         int32_t *p = qtts_realloc(s->frames, (size_t)cap * QTTS_NUM_CODEBOOKS * sizeof(int32_t));
         if (!p) {
-            r->decode_status = qtts_fail(r->err, QTTS_ERR_NOMEM, "out of memory (frames)");
+            s->cb_status = qtts_fail(&s->cb_err, QTTS_ERR_NOMEM, "out of memory (frames)");
             return 1;
         }
         s->frames = p;
@@ -261,17 +282,16 @@ static int on_gen_frame(void *user, int frame, const int32_t *codes) {
     }
     memcpy(s->frames + (size_t)frame * QTTS_NUM_CODEBOOKS, codes,
            QTTS_NUM_CODEBOOKS * sizeof(int32_t));
-    r->n_frames = frame + 1;
-    if (r->req->on_frame && r->req->on_frame(r->req->user, frame, codes)) {
-        r->decode_status = qtts_fail(r->err, QTTS_ERR_CANCELLED, "cancelled by the caller");
+    s->n_frames = frame + 1;
+    if (req->on_frame && req->on_frame(req->user, frame, codes)) {
+        s->cb_status = qtts_fail(&s->cb_err, QTTS_ERR_CANCELLED, "cancelled by the caller");
         return 1;
     }
-    /* A 300-frame window is final once its last frame exists. */
-    if (r->n_frames - r->decoded == QTTS_CODEC_CHUNK) {
-        r->decode_status = decode_chunk(s, s->frames, r->decoded, r->n_frames, r->req->on_audio,
-                                        r->req->user, &r->n_samples, r->err);
-        r->decoded = r->n_frames;
-        if (r->decode_status) return 1;
+    if (s->n_frames - s->decoded == QTTS_CODEC_CHUNK) {
+        s->cb_status = decode_chunk(s, s->frames, s->decoded, s->n_frames, req->on_audio,
+                                    req->user, &s->n_samples, &s->cb_err);
+        s->decoded = s->n_frames;
+        if (s->cb_status) return 1;
     }
     return 0;
 }
@@ -318,14 +338,23 @@ static qtts_status gen_params_from_request(const qtts_engine *e, const qtts_requ
     return QTTS_OK;
 }
 
-qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_result *result,
-                            qtts_err *err) {
+/* Drops the request in flight (if any); the session is idle again. */
+static void session_reset(qtts_session *s) {
+    qtts_gen_end(&s->gen);
+    qtts_prompt_free(&s->prompt);
+    memset(&s->prompt, 0, sizeof s->prompt);
+    s->req = NULL;
+    s->state = SES_IDLE;
+}
+
+qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_err *err) {
     const qtts_engine *e = s->eng;
     const qtts_config *cfg = &e->cfg;
-    double t0 = qtts_now();
-    if (result) memset(result, 0, sizeof *result);
-
-    if (!req->text) return qtts_fail(err, QTTS_ERR_INVALID, "no text given");
+    if (s->state != SES_IDLE)
+        return qtts_fail(err, QTTS_ERR_INVALID,
+                         "the session already has a request (finish or cancel it first)");
+    s->warning[0] = 0;
+    if (!req || !req->text) return qtts_fail(err, QTTS_ERR_INVALID, "no text given");
     size_t text_len = strlen(req->text);
     if (text_len > QTTS_MAX_TEXT_BYTES)
         return qtts_fail(err, QTTS_ERR_LIMIT, "text is %zu bytes, over the %u-byte limit", text_len,
@@ -351,9 +380,8 @@ qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_resul
         }
         /* The reference drops instruct on the 0.6B CustomVoice model. */
         if (instruct && !qtts_prompt_instruct_honoured(cfg)) {
-            if (result)
-                snprintf(result->warning, sizeof result->warning,
-                         "this model ignores instruct (as the reference does); it was not used");
+            snprintf(s->warning, sizeof s->warning,
+                     "this model ignores instruct (as the reference does); it was not used");
             instruct = NULL;
         }
         non_streaming = true;
@@ -378,12 +406,13 @@ qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_resul
     qtts_status st = gen_params_from_request(e, req, &gp, err);
     if (st) return st;
 
+    s->t0 = qtts_now();
+    s->req = req;
+    s->n_frames = s->decoded = 0;
+    s->n_samples = 0;
+    s->cb_status = QTTS_OK;
     int32_t *ids = NULL, *instr_ids = NULL;
     int n_ids = 0, n_instr = 0;
-    qtts_prompt prompt = {0};
-    synth_run run = {.s = s, .req = req, .err = err};
-    qtts_gen_result gres = {0};
-
     st = tokenize_template(e, qtts_prompt_text_template(req->text), &ids, &n_ids, err);
     if (st) goto done;
     if (instruct) {
@@ -399,30 +428,134 @@ qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_resul
         .speaker = speaker,
         .non_streaming = non_streaming,
     };
-    st = qtts_prompt_build(e->talker, cfg, &spec, &prompt, err);
+    st = qtts_prompt_build(e->talker, cfg, &spec, &s->prompt, err);
     if (st) goto done;
-    st = ensure_seq(s, prompt.len + gp.max_new_tokens, err);
+    st = ensure_seq(s, s->prompt.len + gp.max_new_tokens, err);
     if (st) goto done;
-
-    st = qtts_generate(e->backend, s->seq, e->talker, &prompt, &gp, on_gen_frame, &run, NULL, &gres, err);
-    if (run.decode_status) st = run.decode_status;
+    st = qtts_gen_begin(&s->gen, e->backend, s->seq, e->talker, &s->prompt, &gp, on_gen_frame, s,
+                        NULL, err);
     if (st) goto done;
-    if (run.n_frames > run.decoded) {
-        st = decode_chunk(s, s->frames, run.decoded, run.n_frames, req->on_audio, req->user,
-                          &run.n_samples, err);
-        if (st) goto done;
-    }
-    if (result) {
-        result->n_frames = gres.n_frames;
-        result->hit_eos = gres.stopped_by_eos;
-        result->n_samples = run.n_samples;
-        result->seconds_total = qtts_now() - t0;
-    }
+    s->state = qtts_gen_active(&s->gen) ? SES_RUNNING : SES_DONE;
 done:
-    qtts_prompt_free(&prompt);
     qtts_free(ids);
     qtts_free(instr_ids);
+    if (st) session_reset(s);
     return st;
+}
+
+bool qtts_session_active(const qtts_session *s) { return s && s->state == SES_RUNNING; }
+
+/* After a step: the session's new state from its generation's. */
+static void session_after_step(qtts_session *s, const qtts_err *gen_err) {
+    if (s->gen.status) {
+        s->state = SES_FAILED;
+        s->err = s->cb_status ? s->cb_err : *gen_err;
+    } else if (!qtts_gen_active(&s->gen)) {
+        s->state = SES_DONE;
+    }
+}
+
+qtts_status qtts_step_batch(qtts_session **sessions, int n, qtts_err *errs) {
+    qtts_err whole = {0};
+    if (n < 1 || !sessions) return QTTS_ERR_INVALID;
+    for (int i = 0; i < n; i++) {
+        const char *why = NULL;
+        if (!sessions[i])
+            why = "is NULL";
+        else if (sessions[i]->state != SES_RUNNING)
+            why = "is not generating (start it, or finish it after its last frame)";
+        else if (sessions[i]->eng != sessions[0]->eng)
+            why = "belongs to another engine";
+        for (int j = 0; j < i && !why; j++)
+            if (sessions[j] == sessions[i]) why = "appears twice";
+        if (why) {
+            qtts_fail(&whole, QTTS_ERR_INVALID, "step_batch: session %d %s; nothing was done", i,
+                      why);
+            for (int j = 0; errs && j < n; j++) errs[j] = whole;
+            return QTTS_ERR_INVALID;
+        }
+    }
+    qtts_gen **gens = qtts_calloc((size_t)n, sizeof *gens);
+    qtts_err *e = qtts_calloc((size_t)n, sizeof *e);
+    qtts_status st;
+    if (!gens || !e) {
+        st = qtts_fail(&whole, QTTS_ERR_NOMEM, "step_batch: out of memory");
+        for (int i = 0; i < n; i++) {
+            sessions[i]->state = SES_FAILED;
+            sessions[i]->err = whole;
+        }
+    } else {
+        for (int i = 0; i < n; i++) {
+            gens[i] = &sessions[i]->gen;
+            sessions[i]->cb_status = QTTS_OK;
+        }
+        st = qtts_gen_step_batch(gens, n, e, &whole);
+        for (int i = 0; i < n; i++) session_after_step(sessions[i], &e[i]);
+    }
+    for (int i = 0; errs && i < n; i++) {
+        if (sessions[i]->state == SES_FAILED) {
+            errs[i] = sessions[i]->err;
+        } else {
+            errs[i].status = QTTS_OK;
+            errs[i].msg[0] = 0;
+        }
+    }
+    qtts_free(gens);
+    qtts_free(e);
+    return st;
+}
+
+static void fill_result(const qtts_session *s, qtts_result *r) {
+    r->n_frames = s->gen.r.n_frames;
+    r->hit_eos = s->gen.r.stopped_by_eos;
+    r->n_samples = s->n_samples;
+    r->seconds_total = qtts_now() - s->t0;
+    snprintf(r->warning, sizeof r->warning, "%s", s->warning);
+}
+
+qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_err *err) {
+    if (result) memset(result, 0, sizeof *result);
+    qtts_status st = QTTS_OK;
+    switch (s->state) {
+    case SES_IDLE:
+        return qtts_fail(err, QTTS_ERR_INVALID, "the session has no request to finish");
+    case SES_RUNNING:
+        return qtts_fail(err, QTTS_ERR_INVALID,
+                         "the session is still generating (step it to its last frame, or "
+                         "cancel it)");
+    case SES_FAILED:
+        st = s->err.status ? s->err.status : QTTS_ERR_INVALID;
+        if (err) *err = s->err;
+        break;
+    case SES_DONE:
+        if (s->n_frames > s->decoded)
+            st = decode_chunk(s, s->frames, s->decoded, s->n_frames, s->req->on_audio,
+                              s->req->user, &s->n_samples, err);
+        break;
+    }
+    if (result) fill_result(s, result);
+    session_reset(s);
+    return st;
+}
+
+void qtts_session_cancel(qtts_session *s) {
+    if (s) session_reset(s);
+}
+
+qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_result *result,
+                            qtts_err *err) {
+    if (result) memset(result, 0, sizeof *result);
+    qtts_status st = qtts_session_start(s, req, err);
+    if (st) {
+        if (result) snprintf(result->warning, sizeof result->warning, "%s", s->warning);
+        return st;
+    }
+    while (qtts_session_active(s))
+        if ((st = qtts_step_batch(&s, 1, NULL)) && qtts_session_active(s)) {
+            qtts_session_cancel(s);
+            return qtts_fail(err, st, "step failed (%s)", qtts_status_str(st));
+        }
+    return qtts_session_finish(s, result, err);
 }
 
 /* ==== misc ================================================================= */

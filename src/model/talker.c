@@ -4,19 +4,24 @@
  *
  * Forward structure, shared by both stacks (stack_rows):
  *
- *   x[n, D] rows at positions pos0..pos0+n-1 (one request's timeline)
+ *   x[n, D] rows, each with its own row_ctx: the KV cache it belongs to,
+ *   its position and its RoPE row. The rows of one call are consecutive
+ *   positions of one request (a prefill chunk, the CP's first pass), or
+ *   one position of each of n requests (a batched step or CP pass).
  *   per layer:
  *     h[n,D]   = rmsnorm(x) per row
  *     q[n,qd], k[n,kvd], v[n,kvd] = one qtts_matmul each over the n rows
  *     per row:  qk_norm_rope_row (per-head q/k rmsnorm, rotate-half RoPE),
- *               K/V written to the cache at the row's position
- *     per row:  attend_row (causal GQA over cache positions 0..pos)
+ *               K/V written to the row's cache at the row's position
+ *     per row:  attend_row (causal GQA over the row's cache, positions 0..pos)
  *     x += att[n,qd]·Woᵀ ; x += down(silu(gate(h2)) * up(h2))
  *
  * KV cache layout, per stack: [layer][kv head][position][hd], so one head's
  * keys for consecutive positions are contiguous. The talker prefill runs in
- * chunks of QTTS_TALKER_ROWS rows; a row's result does not depend on the
- * chunking because matmul rows and attend_row are row-independent.
+ * chunks of QTTS_TALKER_ROWS rows. A row's result depends neither on the
+ * chunking nor on which other rows (of this or other requests) share the
+ * call, because matmul rows and everything per row are row-independent:
+ * a batch of n requests gives each one exactly the bits it gets alone.
  */
 #include "talker.h"
 
@@ -26,25 +31,41 @@
 
 #define QTTS_TALKER_ROWS 16  /* prefill chunk: rows per stack_rows call */
 
+/* Where one row of a stack_rows call lives. */
+typedef struct {
+    float *k, *v;            /* its request's cache of this stack [layers][nkv][cap][hd] */
+    int cap;                 /* positions per (layer, kv head) in that cache */
+    int pos;                 /* K/V go to this position; attention covers [0, pos] */
+    const float *cos, *sin;  /* RoPE tables [> pos][hd/2] */
+    float *scores;           /* [>= pos + 1] attention scratch of its request */
+} row_ctx;
+
+/* Activations of up to cap rows of either stack. A state starts with
+ * QTTS_TALKER_ROWS rows; a batched call grows the scratch of its first
+ * job's state to the batch's row count. */
+typedef struct {
+    int cap;
+    float *x;           /* [cap, Dmax] residual stream */
+    float *h;           /* [cap, Dmax] normed / projected rows */
+    float *q, *att;     /* [cap, qdmax] */
+    float *kk, *vv;     /* [cap, kvdmax] */
+    float *gate, *up;   /* [cap, Imax] */
+    float *in;          /* [cap, H] CP inputs before the projection */
+    float *head;        /* [cap, max(H, C)] final-normed rows */
+    float *logits;      /* [cap, max(V, Vc)] head outputs */
+    row_ctx *rc;        /* [cap] */
+    int *idx;           /* [cap] job index of each row of a batched call */
+} row_scratch;
+
 struct qtts_talker_state {
     int max_pos;        /* talker KV capacity (positions) */
     int pos;            /* talker positions filled */
     float *k, *v;       /* [Lt][nkv][max_pos][hd] */
     float *cos, *sin;   /* [max_pos][hd/2] talker RoPE */
     float *cp_k, *cp_v; /* [Lc][nkv][G][hd] */
-
-    /* scratch for up to QTTS_TALKER_ROWS rows of either stack */
-    float *x;           /* [rows, Dmax] residual stream */
-    float *h;           /* [rows, Dmax] normed / projected rows */
-    float *q;           /* [rows, qdmax] */
-    float *kk, *vv;     /* [rows, kvdmax] */
-    float *att;         /* [rows, qdmax] */
-    float *gate, *up;   /* [rows, Imax] */
     float *scores;      /* [max(max_pos, G)] attention scores of one head */
-    float *in2;         /* [2, H] CP inputs before the projection */
-    float *cp_h;        /* [C] final-normed CP row */
-    float *cp_logits;   /* [Vc] */
     void *sample_scratch;
+    row_scratch rs;
 };
 
 bool qtts_all_finite(const float *x, size_t n) {
@@ -261,6 +282,64 @@ fail:
 /* State                                                                   */
 /* ====================================================================== */
 
+/* n floats, overflow-checked, 64-byte aligned. */
+static float *alloc_f(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+    uint64_t n;
+    if (!qtts_mul_ok(a, b, &n) || !qtts_mul_ok(n, c, &n) || !qtts_mul_ok(n, d, &n) ||
+        !qtts_mul_ok(n, sizeof(float), &n) || n > SIZE_MAX)
+        return NULL;
+    return qtts_aligned_alloc(n ? (size_t)n : 1);
+}
+
+static void rows_free(row_scratch *s) {
+    qtts_free(s->x);
+    qtts_free(s->h);
+    qtts_free(s->q);
+    qtts_free(s->att);
+    qtts_free(s->kk);
+    qtts_free(s->vv);
+    qtts_free(s->gate);
+    qtts_free(s->up);
+    qtts_free(s->in);
+    qtts_free(s->head);
+    qtts_free(s->logits);
+    qtts_free(s->rc);
+    qtts_free(s->idx);
+    memset(s, 0, sizeof *s);
+}
+
+/* Make s hold at least rows rows (contents are not kept). */
+static bool rows_reserve(const qtts_talker_weights *w, row_scratch *s, int rows) {
+    if (rows <= s->cap) return true;
+    const qtts_stack_weights *t = &w->talker, *c = &w->cp;
+    const int D = QTTS_MAX(t->dim, c->dim), I = QTTS_MAX(t->inter, c->inter);
+    const int qd = QTTS_MAX(t->n_heads * t->head_dim, c->n_heads * c->head_dim);
+    const int kvd = QTTS_MAX(t->n_kv * t->head_dim, c->n_kv * c->head_dim);
+    const int V = QTTS_MAX(w->vocab, w->cp_vocab);
+    row_scratch n = {.cap = rows};
+    n.x = alloc_f(rows, D, 1, 1);
+    n.h = alloc_f(rows, D, 1, 1);
+    n.q = alloc_f(rows, qd, 1, 1);
+    n.att = alloc_f(rows, qd, 1, 1);
+    n.kk = alloc_f(rows, kvd, 1, 1);
+    n.vv = alloc_f(rows, kvd, 1, 1);
+    n.gate = alloc_f(rows, I, 1, 1);
+    n.up = alloc_f(rows, I, 1, 1);
+    n.in = alloc_f(rows, w->hidden, 1, 1);
+    n.head = alloc_f(rows, D, 1, 1);
+    n.logits = alloc_f(rows, V, 1, 1);
+    n.rc = qtts_calloc((size_t)rows, sizeof *n.rc);
+    n.idx = qtts_calloc((size_t)rows, sizeof *n.idx);
+    if (!n.x || !n.h || !n.q || !n.att || !n.kk || !n.vv || !n.gate || !n.up || !n.in ||
+        !n.head || !n.logits || !n.rc || !n.idx) {
+        rows_free(&n);
+        return false;
+    }
+    rows_free(s);
+    *s = n;
+    return true;
+}
+
 void qtts_talker_state_free(qtts_talker_state *st) {
     if (!st) return;
     qtts_free(st->k);
@@ -269,29 +348,10 @@ void qtts_talker_state_free(qtts_talker_state *st) {
     qtts_free(st->sin);
     qtts_free(st->cp_k);
     qtts_free(st->cp_v);
-    qtts_free(st->x);
-    qtts_free(st->h);
-    qtts_free(st->q);
-    qtts_free(st->kk);
-    qtts_free(st->vv);
-    qtts_free(st->att);
-    qtts_free(st->gate);
-    qtts_free(st->up);
     qtts_free(st->scores);
-    qtts_free(st->in2);
-    qtts_free(st->cp_h);
-    qtts_free(st->cp_logits);
     qtts_free(st->sample_scratch);
+    rows_free(&st->rs);
     qtts_free(st);
-}
-
-/* n floats, overflow-checked, 64-byte aligned. */
-static float *alloc_f(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-    uint64_t n;
-    if (!qtts_mul_ok(a, b, &n) || !qtts_mul_ok(n, c, &n) || !qtts_mul_ok(n, d, &n) ||
-        !qtts_mul_ok(n, sizeof(float), &n) || n > SIZE_MAX)
-        return NULL;
-    return qtts_aligned_alloc(n ? (size_t)n : 1);
 }
 
 qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
@@ -302,10 +362,7 @@ qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
     qtts_talker_state *st = qtts_calloc(1, sizeof(*st));
     if (!st) return qtts_fail(err, QTTS_ERR_NOMEM, "talker: out of memory");
     const qtts_stack_weights *t = &w->talker, *c = &w->cp;
-    const int R = QTTS_TALKER_ROWS, G = w->n_groups;
-    const int D = QTTS_MAX(t->dim, c->dim), I = QTTS_MAX(t->inter, c->inter);
-    const int qd = QTTS_MAX(t->n_heads * t->head_dim, c->n_heads * c->head_dim);
-    const int kvd = QTTS_MAX(t->n_kv * t->head_dim, c->n_kv * c->head_dim);
+    const int G = w->n_groups;
     const int V = QTTS_MAX(w->vocab, w->cp_vocab);
     st->max_pos = max_pos;
     st->k = alloc_f(t->n_layers, t->n_kv, max_pos, t->head_dim);
@@ -314,22 +371,10 @@ qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
     st->sin = alloc_f(max_pos, t->head_dim / 2, 1, 1);
     st->cp_k = alloc_f(c->n_layers, c->n_kv, G, c->head_dim);
     st->cp_v = alloc_f(c->n_layers, c->n_kv, G, c->head_dim);
-    st->x = alloc_f(R, D, 1, 1);
-    st->h = alloc_f(R, D, 1, 1);
-    st->q = alloc_f(R, qd, 1, 1);
-    st->kk = alloc_f(R, kvd, 1, 1);
-    st->vv = alloc_f(R, kvd, 1, 1);
-    st->att = alloc_f(R, qd, 1, 1);
-    st->gate = alloc_f(R, I, 1, 1);
-    st->up = alloc_f(R, I, 1, 1);
     st->scores = alloc_f(QTTS_MAX(max_pos, G), 1, 1, 1);
-    st->in2 = alloc_f(2, w->hidden, 1, 1);
-    st->cp_h = alloc_f(c->dim, 1, 1, 1);
-    st->cp_logits = alloc_f(w->cp_vocab, 1, 1, 1);
     st->sample_scratch = qtts_malloc(QTTS_SAMPLE_SCRATCH(V));
-    if (!st->k || !st->v || !st->cos || !st->sin || !st->cp_k || !st->cp_v || !st->x || !st->h ||
-        !st->q || !st->kk || !st->vv || !st->att || !st->gate || !st->up || !st->scores ||
-        !st->in2 || !st->cp_h || !st->cp_logits || !st->sample_scratch) {
+    if (!st->k || !st->v || !st->cos || !st->sin || !st->cp_k || !st->cp_v || !st->scores ||
+        !st->sample_scratch || !rows_reserve(w, &st->rs, QTTS_TALKER_ROWS)) {
         qtts_talker_state_free(st);
         return qtts_fail(err, QTTS_ERR_NOMEM, "talker: out of memory for a state of %d positions",
                          max_pos);
@@ -383,47 +428,62 @@ static void attend_row(const qtts_stack_weights *w, const float *q, const float 
     }
 }
 
-/* Run the stack on x[n, D] (rows at positions pos0..pos0+n-1, n <=
- * QTTS_TALKER_ROWS), writing K/V into kc/vc ([layers][nkv][cap][hd]).
- * x is updated in place to the last layer's output (before the final norm). */
-static void stack_rows(const qtts_stack_weights *w, float *kc, float *vc, int cap,
-                       const float *cos_t, const float *sin_t, int pos0, int n, float *x,
-                       qtts_talker_state *st) {
+/* Run the stack on x[n, D], row r described by rc[r] (n <= s->cap; two
+ * rows of one request must be at increasing positions, and every row's K/V
+ * is written before any row attends). x is updated in place to the last
+ * layer's output (before the final norm). */
+static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, float *x,
+                       row_scratch *s) {
     const int D = w->dim, I = w->inter, hd = w->head_dim, half = hd / 2;
     const int qd = w->n_heads * hd, kvd = w->n_kv * hd;
-    const size_t layer_stride = (size_t)w->n_kv * cap * hd;
     for (int l = 0; l < w->n_layers; l++) {
         const qtts_layer_weights *L = &w->layers[l];
-        float *kl = kc + l * layer_stride, *vl = vc + l * layer_stride;
         for (int r = 0; r < n; r++)
-            qtts_rmsnorm(st->h + (size_t)r * D, x + (size_t)r * D, L->attn_norm, D, w->eps);
-        qtts_matmul(st->q, st->h, n, &L->q, NULL);
-        qtts_matmul(st->kk, st->h, n, &L->k, NULL);
-        qtts_matmul(st->vv, st->h, n, &L->v, NULL);
+            qtts_rmsnorm(s->h + (size_t)r * D, x + (size_t)r * D, L->attn_norm, D, w->eps);
+        qtts_matmul(s->q, s->h, n, &L->q, NULL);
+        qtts_matmul(s->kk, s->h, n, &L->k, NULL);
+        qtts_matmul(s->vv, s->h, n, &L->v, NULL);
         for (int r = 0; r < n; r++) {
-            const int p = pos0 + r;
-            float *kr = st->kk + (size_t)r * kvd, *vr = st->vv + (size_t)r * kvd;
-            qk_norm_rope_row(w, L, st->q + (size_t)r * qd, kr, cos_t + (size_t)p * half,
-                             sin_t + (size_t)p * half);
+            const row_ctx *c = &rc[r];
+            const size_t layer = (size_t)l * w->n_kv * c->cap * hd;
+            float *kl = c->k + layer, *vl = c->v + layer;
+            float *kr = s->kk + (size_t)r * kvd, *vr = s->vv + (size_t)r * kvd;
+            qk_norm_rope_row(w, L, s->q + (size_t)r * qd, kr, c->cos + (size_t)c->pos * half,
+                             c->sin + (size_t)c->pos * half);
             for (int g = 0; g < w->n_kv; g++) {
-                memcpy(kl + ((size_t)g * cap + p) * hd, kr + (size_t)g * hd, sizeof(float) * hd);
-                memcpy(vl + ((size_t)g * cap + p) * hd, vr + (size_t)g * hd, sizeof(float) * hd);
+                memcpy(kl + ((size_t)g * c->cap + c->pos) * hd, kr + (size_t)g * hd,
+                       sizeof(float) * hd);
+                memcpy(vl + ((size_t)g * c->cap + c->pos) * hd, vr + (size_t)g * hd,
+                       sizeof(float) * hd);
             }
         }
-        for (int r = 0; r < n; r++)
-            attend_row(w, st->q + (size_t)r * qd, kl, vl, cap, pos0 + r + 1,
-                       st->att + (size_t)r * qd, st->scores);
-        qtts_matmul(st->h, st->att, n, &L->o, NULL);
-        qtts_add_inplace(x, st->h, (size_t)n * D);
+        for (int r = 0; r < n; r++) {
+            const row_ctx *c = &rc[r];
+            const size_t layer = (size_t)l * w->n_kv * c->cap * hd;
+            attend_row(w, s->q + (size_t)r * qd, c->k + layer, c->v + layer, c->cap, c->pos + 1,
+                       s->att + (size_t)r * qd, c->scores);
+        }
+        qtts_matmul(s->h, s->att, n, &L->o, NULL);
+        qtts_add_inplace(x, s->h, (size_t)n * D);
 
         for (int r = 0; r < n; r++)
-            qtts_rmsnorm(st->h + (size_t)r * D, x + (size_t)r * D, L->mlp_norm, D, w->eps);
-        qtts_matmul(st->gate, st->h, n, &L->gate, NULL);
-        qtts_matmul(st->up, st->h, n, &L->up, NULL);
-        qtts_swiglu(st->gate, st->gate, st->up, (size_t)n * I);
-        qtts_matmul(st->h, st->gate, n, &L->down, NULL);
-        qtts_add_inplace(x, st->h, (size_t)n * D);
+            qtts_rmsnorm(s->h + (size_t)r * D, x + (size_t)r * D, L->mlp_norm, D, w->eps);
+        qtts_matmul(s->gate, s->h, n, &L->gate, NULL);
+        qtts_matmul(s->up, s->h, n, &L->up, NULL);
+        qtts_swiglu(s->gate, s->gate, s->up, (size_t)n * I);
+        qtts_matmul(s->h, s->gate, n, &L->down, NULL);
+        qtts_add_inplace(x, s->h, (size_t)n * D);
     }
+}
+
+/* The talker row of st at position pos. */
+static row_ctx talker_row(qtts_talker_state *st, int pos) {
+    return (row_ctx){st->k, st->v, st->max_pos, pos, st->cos, st->sin, st->scores};
+}
+
+/* The CP row of st at position pos (its cache holds the G positions of a frame). */
+static row_ctx cp_row(const qtts_talker_weights *w, qtts_talker_state *st, int pos) {
+    return (row_ctx){st->cp_k, st->cp_v, w->n_groups, pos, w->cp_cos, w->cp_sin, st->scores};
 }
 
 /* ====================================================================== */
@@ -473,11 +533,14 @@ void qtts_talker_codec_sum(const qtts_talker_weights *w, const int32_t *codes, f
 /* Talker                                                                  */
 /* ====================================================================== */
 
-/* Final norm of the row xr[H] into hidden, logits = codec_head(hidden). */
-static void talker_head(const qtts_talker_weights *w, const float *xr, float *logits,
-                        float *hidden) {
-    qtts_rmsnorm(hidden, xr, w->talker.norm, w->hidden, w->talker.eps);
-    qtts_matmul(logits, hidden, 1, &w->codec_head, NULL);
+/* Final norm of the m rows of s->x (stride H) into s->head [m, H], then
+ * s->logits[m, V] = codec_head(s->head). */
+static void talker_heads(const qtts_talker_weights *w, row_scratch *s, int m) {
+    const int H = w->hidden;
+    for (int r = 0; r < m; r++)
+        qtts_rmsnorm(s->head + (size_t)r * H, s->x + (size_t)r * H, w->talker.norm, H,
+                     w->talker.eps);
+    qtts_matmul(s->logits, s->head, m, &w->codec_head, NULL);
 }
 
 qtts_status qtts_talker_prefill(const qtts_talker_weights *w, qtts_talker_state *st,
@@ -487,29 +550,61 @@ qtts_status qtts_talker_prefill(const qtts_talker_weights *w, qtts_talker_state 
         return qtts_fail(err, QTTS_ERR_LIMIT, "talker: prefill of %d positions does not fit the "
                          "state's %d", L, st->max_pos);
     const int H = w->hidden, R = QTTS_TALKER_ROWS;
-    const qtts_stack_weights *t = &w->talker;
+    row_scratch *s = &st->rs;
     st->pos = 0;
     int last = 0;
     for (int p0 = 0; p0 < L; p0 += R) {
         const int m = QTTS_MIN(R, L - p0);
-        memcpy(st->x, embeds + (size_t)p0 * H, sizeof(float) * (size_t)m * H);
-        stack_rows(t, st->k, st->v, st->max_pos, st->cos, st->sin, p0, m, st->x, st);
+        memcpy(s->x, embeds + (size_t)p0 * H, sizeof(float) * (size_t)m * H);
+        for (int r = 0; r < m; r++) s->rc[r] = talker_row(st, p0 + r);
+        stack_rows(&w->talker, s->rc, m, s->x, s);
         last = m - 1;
     }
     st->pos = L;
-    talker_head(w, st->x + (size_t)last * H, logits, hidden);
+    if (last) memmove(s->x, s->x + (size_t)last * H, sizeof(float) * (size_t)H);
+    talker_heads(w, s, 1);
+    memcpy(logits, s->logits, sizeof(float) * (size_t)w->vocab);
+    memcpy(hidden, s->head, sizeof(float) * (size_t)H);
+    return QTTS_OK;
+}
+
+qtts_status qtts_talker_step_batch(const qtts_talker_weights *w, qtts_talker_step_job *jobs,
+                                   int n, qtts_err *err) {
+    if (n < 1) return QTTS_OK;
+    row_scratch *s = &jobs[0].st->rs;
+    if (!rows_reserve(w, s, n))
+        return qtts_fail(err, QTTS_ERR_NOMEM, "talker: out of memory for a batch of %d", n);
+    const int H = w->hidden, V = w->vocab;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        qtts_talker_step_job *j = &jobs[i];
+        if (j->st->pos >= j->st->max_pos) {
+            j->status = qtts_fail(j->err, QTTS_ERR_LIMIT, "talker: KV cache full (%d positions)",
+                                  j->st->max_pos);
+            continue;
+        }
+        j->status = QTTS_OK;
+        memcpy(s->x + (size_t)m * H, j->x, sizeof(float) * (size_t)H);
+        s->rc[m] = talker_row(j->st, j->st->pos);
+        s->idx[m++] = i;
+    }
+    if (!m) return QTTS_OK;
+    stack_rows(&w->talker, s->rc, m, s->x, s);
+    talker_heads(w, s, m);
+    for (int r = 0; r < m; r++) {
+        qtts_talker_step_job *j = &jobs[s->idx[r]];
+        j->st->pos++;
+        memcpy(j->logits, s->logits + (size_t)r * V, sizeof(float) * (size_t)V);
+        memcpy(j->hidden, s->head + (size_t)r * H, sizeof(float) * (size_t)H);
+    }
     return QTTS_OK;
 }
 
 qtts_status qtts_talker_step(const qtts_talker_weights *w, qtts_talker_state *st,
                              const float *x, float *logits, float *hidden, qtts_err *err) {
-    if (st->pos >= st->max_pos)
-        return qtts_fail(err, QTTS_ERR_LIMIT, "talker: KV cache full (%d positions)", st->max_pos);
-    memcpy(st->x, x, sizeof(float) * (size_t)w->hidden);
-    stack_rows(&w->talker, st->k, st->v, st->max_pos, st->cos, st->sin, st->pos, 1, st->x, st);
-    st->pos++;
-    talker_head(w, st->x, logits, hidden);
-    return QTTS_OK;
+    qtts_talker_step_job j = {.st = st, .x = x, .logits = logits, .hidden = hidden, .err = err};
+    qtts_status s = qtts_talker_step_batch(w, &j, 1, err);
+    return s ? s : j.status;
 }
 
 /* ====================================================================== */
@@ -524,17 +619,76 @@ static void cp_project(const qtts_talker_weights *w, const float *in, int n, flo
         memcpy(out, in, sizeof(float) * (size_t)n * w->hidden);
 }
 
-/* Norm the CP row xr[C], head j -> st->cp_logits, sample -> returned id. */
-static qtts_status cp_head_sample(const qtts_talker_weights *w, qtts_talker_state *st,
-                                  const float *xr, int j, const qtts_sampler_params *sp,
-                                  qtts_rng *rng, float *logits_out, int *id, qtts_err *err) {
-    const int Vc = w->cp_vocab;
-    qtts_rmsnorm(st->cp_h, xr, w->cp.norm, w->cp.dim, w->cp.eps);
-    qtts_matmul(st->cp_logits, st->cp_h, 1, &w->cp_head[j], NULL);
-    if (!qtts_all_finite(st->cp_logits, (size_t)Vc))
-        return qtts_fail(err, QTTS_ERR_NUMERIC, "code predictor: non-finite logits at step %d", j);
-    if (logits_out) memcpy(logits_out, st->cp_logits, sizeof(float) * (size_t)Vc);
-    *id = qtts_sample(st->cp_logits, Vc, sp, rng, st->sample_scratch, NULL);
+/* CP step j for the m live jobs of s->idx, whose rows sit at
+ * s->x + (r * stride + off) * C: final norm, head j, then per job the
+ * finiteness check, the logits copy and the draw into codes_out[j]. A job
+ * with non-finite logits fails and leaves the set; returns the new count. */
+static int cp_heads(const qtts_talker_weights *w, row_scratch *s, qtts_cp_job *jobs, int m,
+                    int j, int stride, int off) {
+    const int C = w->cp.dim, Vc = w->cp_vocab;
+    for (int r = 0; r < m; r++)
+        qtts_rmsnorm(s->head + (size_t)r * C, s->x + ((size_t)r * stride + off) * C, w->cp.norm,
+                     C, w->cp.eps);
+    qtts_matmul(s->logits, s->head, m, &w->cp_head[j], NULL);
+    int kept = 0;
+    for (int r = 0; r < m; r++) {
+        qtts_cp_job *job = &jobs[s->idx[r]];
+        float *lg = s->logits + (size_t)r * Vc;
+        if (!qtts_all_finite(lg, (size_t)Vc)) {
+            job->status = qtts_fail(job->err, QTTS_ERR_NUMERIC,
+                                    "code predictor: non-finite logits at step %d", j);
+            continue;
+        }
+        if (job->cp_logits_out)
+            memcpy(job->cp_logits_out + (size_t)j * Vc, lg, sizeof(float) * (size_t)Vc);
+        job->codes_out[j] = qtts_sample(lg, Vc, job->sp, job->rng, job->st->sample_scratch, NULL);
+        s->idx[kept++] = s->idx[r];
+    }
+    return kept;
+}
+
+qtts_status qtts_cp_frame_batch(const qtts_talker_weights *w, qtts_cp_job *jobs, int n,
+                                qtts_err *err) {
+    if (n < 1) return QTTS_OK;
+    const int H = w->hidden, G = w->n_groups;
+    row_scratch *s = &jobs[0].st->rs;
+    if (!rows_reserve(w, s, 2 * n))
+        return qtts_fail(err, QTTS_ERR_NOMEM, "code predictor: out of memory for a batch of %d", n);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        qtts_cp_job *j = &jobs[i];
+        if (j->c0 < 0 || j->c0 >= w->vocab) {
+            j->status = qtts_fail(j->err, QTTS_ERR_INVALID, "code predictor: c0 %d outside [0, %d)",
+                                  j->c0, w->vocab);
+            continue;
+        }
+        j->status = QTTS_OK;
+        s->idx[m++] = i;
+    }
+    /* positions 0, 1 of every frame: [S(hidden), S(E(c0))]; the CP KV caches restart. */
+    for (int r = 0; r < m; r++) {
+        qtts_cp_job *j = &jobs[s->idx[r]];
+        memcpy(s->in + (size_t)2 * r * H, j->hidden, sizeof(float) * (size_t)H);
+        qtts_mat_row(s->in + (size_t)(2 * r + 1) * H, &w->codec_embedding, j->c0);
+        s->rc[2 * r] = cp_row(w, j->st, 0);
+        s->rc[2 * r + 1] = cp_row(w, j->st, 1);
+    }
+    if (m) {
+        cp_project(w, s->in, 2 * m, s->x);
+        stack_rows(&w->cp, s->rc, 2 * m, s->x, s);
+        m = cp_heads(w, s, jobs, m, 0, 2, 1);
+    }
+    for (int step = 1; step < G - 1 && m; step++) {
+        /* codebook `step` (just predicted) enters through CP embedding step-1 at position step+1 */
+        for (int r = 0; r < m; r++) {
+            qtts_cp_job *j = &jobs[s->idx[r]];
+            qtts_mat_row(s->in + (size_t)r * H, &w->cp_embedding[step - 1], j->codes_out[step - 1]);
+            s->rc[r] = cp_row(w, j->st, step + 1);
+        }
+        cp_project(w, s->in, m, s->x);
+        stack_rows(&w->cp, s->rc, m, s->x, s);
+        m = cp_heads(w, s, jobs, m, step, 1, 0);
+    }
     return QTTS_OK;
 }
 
@@ -542,28 +696,8 @@ qtts_status qtts_cp_frame(const qtts_talker_weights *w, qtts_talker_state *st,
                           const float *hidden, int c0, const qtts_sampler_params *sp,
                           qtts_rng *rng, int32_t *codes_out, float *cp_logits_out,
                           qtts_err *err) {
-    const int H = w->hidden, C = w->cp.dim, G = w->n_groups, Vc = w->cp_vocab;
-    if (c0 < 0 || c0 >= w->vocab)
-        return qtts_fail(err, QTTS_ERR_INVALID, "code predictor: c0 %d outside [0, %d)", c0,
-                         w->vocab);
-    qtts_status s;
-    int id;
-    /* positions 0, 1: [S(hidden), S(E(c0))]; the KV cache restarts. */
-    memcpy(st->in2, hidden, sizeof(float) * (size_t)H);
-    qtts_mat_row(st->in2 + H, &w->codec_embedding, c0);
-    cp_project(w, st->in2, 2, st->x);
-    stack_rows(&w->cp, st->cp_k, st->cp_v, G, w->cp_cos, w->cp_sin, 0, 2, st->x, st);
-    if ((s = cp_head_sample(w, st, st->x + C, 0, sp, rng, cp_logits_out, &id, err))) return s;
-    codes_out[0] = id;
-    for (int j = 1; j < G - 1; j++) {
-        /* codebook j (just predicted) enters through CP embedding j-1 at position j+1 */
-        qtts_mat_row(st->in2, &w->cp_embedding[j - 1], codes_out[j - 1]);
-        cp_project(w, st->in2, 1, st->x);
-        stack_rows(&w->cp, st->cp_k, st->cp_v, G, w->cp_cos, w->cp_sin, j + 1, 1, st->x, st);
-        if ((s = cp_head_sample(w, st, st->x, j, sp, rng,
-                                cp_logits_out ? cp_logits_out + (size_t)j * Vc : NULL, &id, err)))
-            return s;
-        codes_out[j] = id;
-    }
-    return QTTS_OK;
+    qtts_cp_job j = {.st = st, .hidden = hidden, .c0 = c0, .sp = sp, .rng = rng,
+                     .codes_out = codes_out, .cp_logits_out = cp_logits_out, .err = err};
+    qtts_status s = qtts_cp_frame_batch(w, &j, 1, err);
+    return s ? s : j.status;
 }

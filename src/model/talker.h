@@ -30,8 +30,16 @@
  * and all scratch. Several states can share one weights object.
  *
  * Determinism: every row goes through the same per-row code whether it is
- * processed alone (step), in a prefill chunk, or (later) in a batch, so the
- * bits do not depend on how rows are grouped.
+ * processed alone (step), in a prefill chunk, or in a batch of several
+ * requests, so the bits do not depend on how rows are grouped.
+ *
+ * Batching: qtts_talker_step_batch and qtts_cp_frame_batch advance n
+ * requests (n distinct states) together: each weight matrix is read once
+ * for all n rows, while attention, sampling and every other per-row stage
+ * use each request's own state, position, sampler parameters and RNG. A
+ * request's result is bit-identical to its single-request call
+ * (qtts_talker_step / qtts_cp_frame are the batch of one). The batch's
+ * activations live in the first job's state, which grows to fit.
  */
 #ifndef QTTS_TALKER_H
 #define QTTS_TALKER_H
@@ -123,9 +131,26 @@ qtts_status qtts_talker_prefill(const qtts_talker_weights *w, qtts_talker_state 
                                 const float *embeds, int L, float *logits, float *hidden,
                                 qtts_err *err);
 
-/* One talker position: x[H] at position pos(st), then pos(st) += 1. */
+/* One talker position: x[H] at position pos(st), then pos(st) += 1.
+ * QTTS_ERR_LIMIT when the KV cache is full. */
 qtts_status qtts_talker_step(const qtts_talker_weights *w, qtts_talker_state *st,
                              const float *x, float *logits, float *hidden, qtts_err *err);
+
+/* One request's part of qtts_talker_step_batch. */
+typedef struct {
+    qtts_talker_state *st;
+    const float *x;          /* [H] input row */
+    float *logits, *hidden;  /* out: [V], [H] (final-normed) */
+    qtts_status status;      /* out: this request's result (QTTS_ERR_LIMIT: KV cache full) */
+    qtts_err *err;           /* out: its message when status != QTTS_OK; may be NULL */
+} qtts_talker_step_job;
+
+/* qtts_talker_step for each of n jobs (distinct states) as one batch. A
+ * job that fails (status) does not advance and does not affect the others.
+ * Returns non-zero only when nothing was done (QTTS_ERR_NOMEM growing the
+ * batch scratch). */
+qtts_status qtts_talker_step_batch(const qtts_talker_weights *w, qtts_talker_step_job *jobs,
+                                   int n, qtts_err *err);
 
 /* The CP for one frame: given the talker hidden[H] that produced c0 and c0
  * itself, produce codes_out[G-1] = c1..c15 (sampled with sp; greedy when
@@ -135,6 +160,27 @@ qtts_status qtts_cp_frame(const qtts_talker_weights *w, qtts_talker_state *st,
                           const float *hidden, int c0, const qtts_sampler_params *sp,
                           qtts_rng *rng, int32_t *codes_out, float *cp_logits_out,
                           qtts_err *err);
+
+/* One request's part of qtts_cp_frame_batch (the arguments of qtts_cp_frame). */
+typedef struct {
+    qtts_talker_state *st;
+    const float *hidden;             /* [H] */
+    int c0;
+    const qtts_sampler_params *sp;
+    qtts_rng *rng;
+    int32_t *codes_out;              /* out: [G-1] */
+    float *cp_logits_out;            /* out: [G-1, Vc] raw logits, or NULL */
+    qtts_status status;              /* out: QTTS_ERR_INVALID (c0), QTTS_ERR_NUMERIC */
+    qtts_err *err;                   /* out: its message when status != QTTS_OK; may be NULL */
+} qtts_cp_job;
+
+/* qtts_cp_frame for each of n jobs (distinct states) as one batch: each of
+ * the G-1 passes is one matmul per weight over the live jobs' rows (2 rows
+ * per job in the first pass). A job that fails leaves the batch at that
+ * pass; the others go on. Returns non-zero only when nothing was done
+ * (QTTS_ERR_NOMEM growing the batch scratch). */
+qtts_status qtts_cp_frame_batch(const qtts_talker_weights *w, qtts_cp_job *jobs, int n,
+                                qtts_err *err);
 
 /* true iff all n values are finite. */
 bool qtts_all_finite(const float *x, size_t n);

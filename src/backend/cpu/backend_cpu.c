@@ -1,7 +1,8 @@
 /*
  * backend_cpu.c - backend.h on the CPU: the stages of model/ run as they
  * are, on weights viewed in place in the mmap. A qtts_seq is a
- * qtts_talker_state.
+ * qtts_talker_state (plus its step-input row); the batched stages are
+ * model/talker.c's qtts_talker_step_batch and qtts_cp_frame_batch.
  */
 #include "../backend.h"
 
@@ -69,6 +70,39 @@ static qtts_status cpu_cp_frame(qtts_backend *be, qtts_seq *s, const float *hidd
                          err);
 }
 
+static qtts_status cpu_step_batch(qtts_backend *be, qtts_step_item *items, int n,
+                                  qtts_err *err) {
+    const qtts_talker_weights *w = ((cpu_backend *)be)->w;
+    qtts_talker_step_job *jobs = qtts_calloc((size_t)n, sizeof *jobs);
+    if (!jobs) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory (batch of %d)", n);
+    for (int i = 0; i < n; i++) {
+        qtts_seq *s = items[i].seq;
+        qtts_talker_codec_sum(w, items[i].codes, s->x);
+        qtts_add_inplace(s->x, items[i].text_row, (size_t)w->hidden);
+        jobs[i] = (qtts_talker_step_job){.st = s->ts, .x = s->x, .logits = items[i].logits,
+                                         .hidden = items[i].hidden, .err = items[i].err};
+    }
+    qtts_status st = qtts_talker_step_batch(w, jobs, n, err);
+    for (int i = 0; i < n && !st; i++) items[i].status = jobs[i].status;
+    qtts_free(jobs);
+    return st;
+}
+
+static qtts_status cpu_cp_frame_batch(qtts_backend *be, qtts_cp_item *items, int n,
+                                      qtts_err *err) {
+    qtts_cp_job *jobs = qtts_calloc((size_t)n, sizeof *jobs);
+    if (!jobs) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory (batch of %d)", n);
+    for (int i = 0; i < n; i++)
+        jobs[i] = (qtts_cp_job){.st = items[i].seq->ts, .hidden = items[i].hidden,
+                                .c0 = items[i].c0, .sp = items[i].sp, .rng = items[i].rng,
+                                .codes_out = items[i].codes_out,
+                                .cp_logits_out = items[i].cp_logits, .err = items[i].err};
+    qtts_status st = qtts_cp_frame_batch(((cpu_backend *)be)->w, jobs, n, err);
+    for (int i = 0; i < n && !st; i++) items[i].status = jobs[i].status;
+    qtts_free(jobs);
+    return st;
+}
+
 static qtts_status cpu_codec_decode_window(qtts_backend *be, const int32_t *codes, int T,
                                            float *wav, qtts_err *err) {
     return qtts_codec_decode_window(((cpu_backend *)be)->codec, codes, T, wav, NULL, err);
@@ -83,6 +117,8 @@ static const qtts_backend_ops cpu_ops = {
     .prefill = cpu_prefill,
     .step = cpu_step,
     .cp_frame = cpu_cp_frame,
+    .step_batch = cpu_step_batch,
+    .cp_frame_batch = cpu_cp_frame_batch,
     .codec_decode_window = cpu_codec_decode_window,
 };
 
