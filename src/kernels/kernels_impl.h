@@ -25,10 +25,13 @@
  *   lane of the last, partial group); then the lanes fold in halves:
  *   a[l] += a[l+8], a[l] += a[l+4], a[l] += a[l+2], a[l] += a[l+1];
  *   then the bias. AVX2, AVX-512 and NEON give bit-identical results.
+ *   (The reference does not use this order because a scalar fmaf is a
+ *   slow library call on CPUs without FMA, where it is the fallback.)
  *   Budget against the reference (both are fp32 sums of the same exact
  *   products, each within (terms per lane + tree depth) units of 2^-24 of
  *   sum|w*x|):
- *     |y_simd - y_ref| <= (cols/16 + cols/8 + 8) * 2^-24 * sum_i |w_i x_i|.
+ *     |y_simd - y_ref| <= (cols/16 + cols/8 + 8) * 2^-24 * sum_i |w_i x_i|
+ *                         + 2^-23 (|y_ref| + |bias|)   (the bias add).
  *
  * Q8_0/Q4_0, every path including the reference: each row of x is
  *   quantized per 32-element block b (qtts_quantize_act_ref: scale
@@ -37,11 +40,12 @@
  *   exact; lane (b mod 2)*8 + j += (float)P[j] * (dw(b) * dx(b)), rounded
  *   after the multiply and after the add (no fma); the 16 lanes fold as
  *   above; then the bias. All paths are bit-identical to the reference.
- *   Budget against the f32 path on the dequantized weights (the error of
- *   the activation codes, at most dx/2 each, plus fp32 rounding):
- *     |y_q - y_f32(W')| <= sum_i |w'_i| * dx(b(i)) / 2
- *                          + (cols/32 + 8) * 2^-24 * sum_i |w'_i x_i|  (+ the same
- *                          rounding bound on the dx/2 term).
+ *   Budget against the f32 reference on the dequantized weights W' (the
+ *   activation codes are within dx/2 of x, plus the fp32 rounding of both
+ *   sums), with m_i = |w'_i| (|x_i| + dx(b(i))):
+ *     |y_q - y_f32(W')| <= sum_i |w'_i| dx(b(i)) (1/2 + 1e-5)
+ *                          + (cols/32 + cols/8 + 12) * 2^-24 * sum_i m_i
+ *                          + 2^-23 (|y_f32| + |bias|).
  *
  * The weight formats' own error (quantize then dequantize) is stated in
  * quant.h and measured in docs/QUANT.md.
