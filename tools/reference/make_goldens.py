@@ -99,7 +99,8 @@ LONG_TEXT = (
     "apples. One winter evening a young traveller knocked on his door, carrying a broken pocket "
     "watch that had belonged to her grandmother. The clockmaker opened the case, looked at the tiny "
     "gears for a long while, and smiled: this watch, he said, was made by his own teacher, fifty "
-    "years ago."
+    "years ago. He promised to fix it by the next full moon, and the traveller decided to stay in "
+    "the village until then, helping at the bakery."
 )
 
 CASES = [
