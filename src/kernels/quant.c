@@ -39,6 +39,11 @@ qtts_half qtts_f32_to_half(float f) {
 
 float qtts_half_to_f32(qtts_half h) { return qtts_f16_to_f32(h); }
 
+/* Round half to even for |v| <= 2^22 without a libm call: adding 1.5 * 2^23
+ * leaves no fraction bits, so the addition rounds (in the default mode),
+ * and the subtraction is exact. */
+static inline float round_even(float v) { return (v + 12582912.0f) - 12582912.0f; }
+
 /* Stores half(d) (clamped to the finite range) into the block and returns
  * the rounded value. */
 static float put_scale(uint8_t *blk, float d) {
@@ -54,12 +59,15 @@ void qtts_quantize_row_q8_0(const float *x, void *dst, int cols) {
         uint8_t *blk = (uint8_t *)dst + b * sizeof(qtts_block_q8_0);
         int8_t *qs = (int8_t *)(blk + offsetof(qtts_block_q8_0, qs));
         float amax = 0.0f;
-        for (int i = 0; i < QTTS_QK; i++) amax = fmaxf(amax, fabsf(xb[i]));
+        for (int i = 0; i < QTTS_QK; i++) {
+            const float a = fabsf(xb[i]);
+            amax = a > amax ? a : amax;
+        }
         const float d = put_scale(blk, amax / 127.0f), id = d != 0.0f ? 1.0f / d : 0.0f;
         for (int i = 0; i < QTTS_QK; i++) {
-            float v = nearbyintf(xb[i] * id);
-            if (!(v >= -127.0f)) v = v < 0.0f ? -127.0f : 0.0f;  /* NaN -> 0 */
-            qs[i] = (int8_t)(v > 127.0f ? 127.0f : v);
+            float v = xb[i] * id;
+            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v == v ? v : 0.0f;   /* NaN -> 0 */
+            qs[i] = (int8_t)round_even(v);
         }
     }
 }
@@ -75,9 +83,9 @@ void qtts_quantize_row_q4_0(const float *x, void *dst, int cols) {
         const float d = put_scale(blk, m / -8.0f), id = d != 0.0f ? 1.0f / d : 0.0f;
         for (int i = 0; i < QTTS_QK / 2; i++) {
             int c[2];
-            for (int h = 0; h < 2; h++) {
-                float v = floorf(xb[i + 16 * h] * id + 8.5f);
-                c[h] = v > 15.0f ? 15 : v >= 0.0f ? (int)v : 0;   /* NaN -> 0 */
+            for (int h = 0; h < 2; h++) {   /* floor(x/d + 8.5) in [0, 15]; NaN -> 0 */
+                const float v = xb[i + 16 * h] * id + 8.5f;
+                c[h] = !(v >= 0.0f) ? 0 : v >= 15.0f ? 15 : (int)v;
             }
             qs[i] = (uint8_t)(c[0] | (c[1] << 4));
         }
