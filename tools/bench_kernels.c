@@ -3,8 +3,9 @@
  * GB/s of weight bytes read, next to a memory-bandwidth probe run in the
  * same process (`make bench-kernels`, BENCH_ARGS="..." to pass options).
  *
- *   probe    streaming read of a large buffer (sum of 64-bit words), the
- *            memory-read floor every matvec below is compared with.
+ *   probe    streaming read (sum of 64-bit words) of the very bytes a case
+ *            then reads, run just before each run of it: the memory-read
+ *            floor, measured under the same machine load.
  *   shapes   one x row (decode) against the 0.6B talker / code-predictor
  *            matrices: q [2048,1024], k/v [1024,1024], o [1024,2048],
  *            gate/up [3072,1024], down [1024,3072], codec head [3072,1024].
@@ -15,7 +16,8 @@
  *   frame    one talker step (28 layers + codec head) and 15 code-predictor
  *            passes (5 layers + one head each) on distinct synthetic weights
  *            of the real shapes: milliseconds per frame against the floor
- *            (bytes read / probe bandwidth) at the same thread count.
+ *            (the probe reading the talker's weights once and the CP's 15
+ *            times) at the same thread count.
  *
  * Every figure is the median of --runs runs. Weights are synthetic (values
  * do not change the speed of these kernels); the kernels are the ones
@@ -73,16 +75,12 @@ static void probe_task(void *ctx, int t) {
     j->sums[t] = a + b + c + d;
 }
 
-/* GB/s reading `bytes` (rounded down to 256 tasks) with the current pool. */
-static double probe(const uint64_t *buf, size_t bytes, int runs) {
-    probe_job j = {buf, bytes / 8 / 256, {0}};
-    double gbs[MAX_RUNS];
-    for (int r = 0; r < runs; r++) {
-        double t0 = qtts_now();
-        qtts_parallel_for(256, probe_task, &j);
-        gbs[r] = (double)j.words_per_task * 8 * 256 / (qtts_now() - t0) / 1e9;
-    }
-    return median(gbs, runs);
+/* Seconds to read `bytes` (rounded down to 256 tasks) with the current pool. */
+static double probe_once(const void *buf, size_t bytes) {
+    probe_job j = {buf, bytes / 8 / 256 / 4 * 4, {0}};
+    double t0 = qtts_now();
+    qtts_parallel_for(256, probe_task, &j);
+    return qtts_now() - t0;
 }
 
 /* ==== synthetic weights ================================================== */
@@ -130,30 +128,41 @@ static const shape shapes[] = {
 
 static const qtts_isa *isa;
 
-/* GB/s of weight reads for y = W x over copies of W filling set_bytes
- * (set_bytes 0: one copy read 20 times, from the caches). */
-static double bench_shape(uint8_t *arena, size_t set_bytes, const shape *s, qtts_dtype dt, int runs) {
+typedef struct {
+    double gbs;      /* median GB/s of weight reads */
+    double ratio;    /* median of (kernel GB/s / probe GB/s), each run next to its probe */
+} result;
+
+/* y = W x over copies of W filling set_bytes (set_bytes 0: one copy read
+ * 20 times, from the caches; no probe). Each run is preceded by a probe
+ * reading the same bytes, so the ratio compares like with like on a
+ * machine whose load changes. */
+static result bench_shape(uint8_t *arena, size_t set_bytes, const shape *s, qtts_dtype dt, int runs) {
     const size_t wb = qtts_mat_row_bytes(dt, s->cols) * s->rows;
     int copies = (int)(set_bytes / wb);
     if (copies < 1) copies = 1;
-    if (set_bytes == 0) copies = 1;   /* hot: one copy, read from the caches */
+    const int reps = set_bytes == 0 ? 20 : 1;
     for (int c = 0; c < copies; c++) fill_mat(arena + (size_t)c * wb, dt, s->rows, s->cols);
     float *x = qtts_aligned_alloc(sizeof(float) * s->cols), *y = qtts_aligned_alloc(sizeof(float) * s->rows);
     for (int i = 0; i < s->cols; i++) x[i] = (float)((int)(next_rand() % 2001) - 1000) / 1000.0f;
-    double gbs[MAX_RUNS];
+    double gbs[MAX_RUNS], ratio[MAX_RUNS];
     for (int r = -1; r < runs; r++) {   /* run -1 warms up */
+        const double tp = set_bytes ? probe_once(arena, wb * copies) : 0;
         double t0 = qtts_now();
-        const int reps = set_bytes == 0 ? 20 : 1;
         for (int k = 0; k < reps; k++)
             for (int c = 0; c < copies; c++) {
                 const qtts_mat W = {arena + (size_t)c * wb, dt, s->rows, s->cols};
                 qtts_matmul_isa(isa, y, x, 1, &W, NULL);
             }
-        if (r >= 0) gbs[r] = (double)wb * copies * reps / (qtts_now() - t0) / 1e9;
+        const double t = qtts_now() - t0;
+        if (r >= 0) {
+            gbs[r] = (double)wb * copies * reps / t / 1e9;
+            ratio[r] = tp / t;
+        }
     }
     qtts_free(x);
     qtts_free(y);
-    return median(gbs, runs);
+    return (result){median(gbs, runs), set_bytes ? median(ratio, runs) : 0};
 }
 
 /* ==== one frame ========================================================== */
@@ -214,13 +223,19 @@ static void run_layers(const layer *L, int n, float *h, float *big, float *out) 
     }
 }
 
-/* Median ms per frame over `frames` frames (after one warm-up frame). */
-static double bench_frame(const model *m, int frames) {
+/* Median ms per frame over `frames` frames (after one warm-up frame), and
+ * the median of frame time / floor, the floor being a probe that reads the
+ * same bytes (the talker's weights once, the CP's 15 times) just before. */
+static void bench_frame(const model *m, int frames, double *ms_out, double *floor_out, double *ratio_out) {
     float *h = qtts_aligned_alloc(4 * 3072), *big = qtts_aligned_alloc(4 * 3072),
           *out = qtts_aligned_alloc(4 * 3072);
     for (int i = 0; i < 3072; i++) h[i] = big[i] = (float)((int)(next_rand() % 2001) - 1000) / 1000.0f;
-    double ms[MAX_RUNS];
+    const uint8_t *cp = (const uint8_t *)m->cp[0].m[0].data;
+    double ms[MAX_RUNS], fl[MAX_RUNS], ratio[MAX_RUNS];
     for (int f = -1; f < frames; f++) {
+        double tp = probe_once(m->mem, (size_t)(cp - m->mem));   /* talker layers */
+        tp += probe_once(m->head.data, m->bytes_talker - (size_t)(cp - m->mem));
+        for (int j = 0; j < 15; j++) tp += probe_once(cp, m->bytes_cp_pass);   /* approx.: CP layers + heads */
         double t0 = qtts_now();
         run_layers(m->talker, 28, h, big, out);
         qtts_matmul_isa(isa, big, h, 1, &m->head, NULL);
@@ -228,12 +243,19 @@ static double bench_frame(const model *m, int frames) {
             run_layers(m->cp, 5, h, big, out);
             qtts_matmul_isa(isa, big, h, 1, &m->cp_head[j], NULL);
         }
-        if (f >= 0) ms[f] = (qtts_now() - t0) * 1e3;
+        const double t = qtts_now() - t0;
+        if (f >= 0) {
+            ms[f] = t * 1e3;
+            fl[f] = tp * 1e3;
+            ratio[f] = t / tp;
+        }
     }
     qtts_free(h);
     qtts_free(big);
     qtts_free(out);
-    return median(ms, frames);
+    *ms_out = median(ms, frames);
+    *floor_out = median(fl, frames);
+    *ratio_out = median(ratio, frames);
 }
 
 /* ==== main =============================================================== */
@@ -297,15 +319,16 @@ int main(int argc, char **argv) {
     printf("kernels: %s, %d CPUs, working set %d MiB per case, medians of %d runs\n", isa->name,
            qtts_cpu_count(), set_mb, runs);
 
-    double floor_gbs[8];
-    printf("\nmemory-read probe (GB/s):");
+    printf("\nmemory-read probe over the working set (GB/s, median):");
     for (int t = 0; t < n_threads; t++) {
         qtts_threads_init(threads[t]);
-        floor_gbs[t] = probe((const uint64_t *)arena, set, runs);
-        printf("  %d thr %.1f", threads[t], floor_gbs[t]);
+        double g[MAX_RUNS];
+        for (int r = 0; r < runs; r++) g[r] = (double)set / probe_once(arena, set) / 1e9;
+        printf("  %d thr %.1f", threads[t], median(g, runs));
     }
-    printf("\n\nmatvec, one x row: weight GB/s from DRAM (percent of the probe at the same thread\n"
-           "count), then from the caches (one copy of W read repeatedly)\n");
+    printf("\n\nmatvec, one x row: weight GB/s from DRAM (in parentheses: percent of a probe\n"
+           "reading the same bytes just before each run), then from the caches (one copy\n"
+           "of W read repeatedly)\n");
     printf("%-18s %-5s", "shape", "fmt");
     for (int t = 0; t < n_threads; t++) printf("  DRAM %d thr    ", threads[t]);
     for (int t = 0; t < n_threads; t++) printf("  hot %d thr", threads[t]);
@@ -316,12 +339,12 @@ int main(int argc, char **argv) {
             printf("%-18s %-5s", shapes[s].name, dt_name[d]);
             for (int t = 0; t < n_threads; t++) {
                 qtts_threads_init(threads[t]);
-                double g = bench_shape(arena, set, &shapes[s], all_dt[d], runs);
-                printf("  %5.1f (%3.0f%%)  ", g, 100 * g / floor_gbs[t]);
+                result r = bench_shape(arena, set, &shapes[s], all_dt[d], runs);
+                printf("  %5.1f (%3.0f%%)  ", r.gbs, 100 * r.ratio);
             }
             for (int t = 0; t < n_threads; t++) {
                 qtts_threads_init(threads[t]);
-                printf("  %9.1f", bench_shape(arena, 0, &shapes[s], all_dt[d], runs));
+                printf("  %9.1f", bench_shape(arena, 0, &shapes[s], all_dt[d], runs).gbs);
             }
             printf("\n");
             fflush(stdout);
@@ -329,7 +352,8 @@ int main(int argc, char **argv) {
     qtts_free(arena);
 
     if (do_frame) {
-        printf("\none frame (talker step + 15 code-predictor passes, synthetic 0.6B weights):\n");
+        printf("\none frame (talker step + 15 code-predictor passes, synthetic 0.6B weights);\n"
+               "floor: a probe reading the same bytes just before each frame\n");
         for (int d = 1; d < 4; d++) {   /* f32 is not a decode format */
             if (!use[d]) continue;
             model m;
@@ -342,9 +366,10 @@ int main(int argc, char **argv) {
                    m.bytes_talker / 1e9, m.bytes_cp_pass / 1e9);
             for (int t = 0; t < n_threads; t++) {
                 qtts_threads_init(threads[t]);
-                const double ms = bench_frame(&m, frames), fl = gb / floor_gbs[t] * 1e3;
-                printf("        %d thr: %7.1f ms per frame, floor %6.1f ms, ratio %.2f\n", threads[t], ms,
-                       fl, ms / fl);
+                double ms, fl, ratio;
+                bench_frame(&m, frames, &ms, &fl, &ratio);
+                printf("        %d thr: %7.1f ms per frame, floor %6.1f ms (%.1f GB/s), ratio %.2f\n",
+                       threads[t], ms, fl, gb / fl * 1e3, ratio);
                 fflush(stdout);
             }
             qtts_free(m.mem);
