@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "qwen3_tts.h"
@@ -42,6 +43,7 @@ static void usage_main(FILE *f) {
           "\n"
           "commands:\n"
           "  synth     synthesize speech from text (or decode a codes file)\n"
+          "  voice     create, inspect and list voice profiles (Base models)\n"
           "  inspect   list a model directory's configuration and tensors\n"
           "  serve     HTTP server: OpenAI /v1/audio/speech, native /v1/tts, /health, /metrics\n"
           "\n"
@@ -68,6 +70,12 @@ static void usage_synth(FILE *f) {
         "  -l, --language NAME      language, or 'auto' (default)\n"
         "  -i, --instruct TEXT      style instruction (1.7B CustomVoice) or voice description (VoiceDesign)\n"
         "      --list-speakers      print the model's speakers and exit\n"
+        "voice cloning (Base models):\n"
+        "      --ref-audio FILE     reference recording (WAV, FLAC, MP3, Ogg; 1-30 s)\n"
+        "      --ref-text TEXT      its transcript: in-context cloning (without it: x-vector only)\n"
+        "      --x-vector-only      use only the speaker embedding, even with --ref-text\n"
+        "      --voice FILE         a voice profile made by 'qwen3-tts voice create' or --save-voice\n"
+        "      --save-voice FILE    also save the cloned voice as a profile for reuse\n"
         "      --list-languages     print the model's languages and exit\n"
         "generation:\n"
         "      --streaming-text     feed the text one token per frame (the reference's streaming text mode)\n"
@@ -83,6 +91,8 @@ static void usage_synth(FILE *f) {
         "      --max-frames N       stop after N frames (12.5 frames per second)\n"
         "      --max-seconds X      stop after X seconds of audio\n"
         "other:\n"
+        "      --backend NAME       where the model runs: cpu (default) or cuda (a build with\n"
+        "                           the CUDA backend, 'make cuda')\n"
         "  -j, --threads N          worker threads (default: all cores)\n"
         "  -q, --quiet              no progress output\n"
         "  -h, --help\n",
@@ -149,6 +159,32 @@ static char *read_text_file(const char *path) {
     char *t = read_stream(f, path);
     fclose(f);
     return t;
+}
+
+#define MAX_AUDIO_FILE_BYTES (64u << 20)
+
+static void *read_binary_file(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) die("%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap);
+    if (!buf) die("out of memory");
+    for (;;) {
+        if (n == cap) {
+            if (cap >= MAX_AUDIO_FILE_BYTES) die("%s: file is larger than %u bytes", path, MAX_AUDIO_FILE_BYTES);
+            cap *= 2;
+            unsigned char *nb = realloc(buf, cap);
+            if (!nb) die("out of memory");
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) die("%s: read error", path);
+    if (f != stdin) fclose(f);
+    *len = n;
+    return buf;
 }
 
 /* ---- synth ----------------------------------------------------------------- */
@@ -221,7 +257,8 @@ static int on_frame(void *user, int idx, const int32_t codes[QTTS_NUM_CODEBOOKS]
 
 static int cmd_synth(int argc, char **argv) {
     const char *model = NULL, *text = NULL, *text_file = NULL, *out = "out.wav";
-    const char *codes_out = NULL, *codes_in = NULL;
+    const char *codes_out = NULL, *codes_in = NULL, *backend = NULL;
+    const char *ref_audio = NULL, *voice_in = NULL, *voice_out = NULL;
     bool raw = false, f32 = false, quiet = false, list_spk = false, list_lang = false;
     int max_frames = -1, threads = 0;
     double max_seconds = -1;
@@ -244,6 +281,11 @@ static int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "-l") || !strcmp(a, "--language")) req.language = NEXT();
         else if (!strcmp(a, "-i") || !strcmp(a, "--instruct")) req.instruct = NEXT();
         else if (!strcmp(a, "--list-speakers")) list_spk = true;
+        else if (!strcmp(a, "--ref-audio")) ref_audio = NEXT();
+        else if (!strcmp(a, "--ref-text")) req.ref_text = NEXT();
+        else if (!strcmp(a, "--x-vector-only")) req.x_vector_only = true;
+        else if (!strcmp(a, "--voice")) voice_in = NEXT();
+        else if (!strcmp(a, "--save-voice")) voice_out = NEXT();
         else if (!strcmp(a, "--list-languages")) list_lang = true;
         else if (!strcmp(a, "--streaming-text")) req.text_mode = QTTS_TEXT_MODE_STREAMING;
         else if (!strcmp(a, "--non-streaming-text")) req.text_mode = QTTS_TEXT_MODE_NON_STREAMING;
@@ -260,17 +302,21 @@ static int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--max-frames")) max_frames = (int)parse_long(a, NEXT(), 1, 1 << 20);
         else if (!strcmp(a, "--max-seconds")) max_seconds = parse_float(a, NEXT(), 0, 86400, true);
         else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) threads = (int)parse_long(a, NEXT(), 0, 1024);
+        else if (!strcmp(a, "--backend")) backend = NEXT();
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
         else die("synth: unknown option '%s' (see qwen3-tts synth --help)", a);
 #undef NEXT
     }
     if (!model) die("synth: -m MODEL_DIR is required (see qwen3-tts synth --help)");
     if (text && text_file) die("synth: give either --text or --text-file, not both");
+    if (ref_audio && voice_in) die("synth: give either --ref-audio or --voice, not both");
+    if (voice_out && !ref_audio) die("synth: --save-voice needs --ref-audio");
 
     qtts_error err;
     qtts_engine_options eo;
     qtts_engine_options_init(&eo);
     eo.n_threads = threads;
+    if (backend) eo.backend = backend;
     qtts_engine *eng = NULL;
     double t_load = qtts_cli_now();
     if (qtts_engine_open(model, &eo, &eng, &err)) die("%s", err.msg);
@@ -318,6 +364,22 @@ static int cmd_synth(int argc, char **argv) {
     if (codes_out && !(sink.codes_out = fopen(codes_out, "w")))
         die("%s: cannot create: %s", codes_out, strerror(errno));
 
+    qtts_voice *voice = NULL;
+    if (ref_audio) {
+        /* Clone once through a profile, so --save-voice stores exactly what
+         * this synthesis used. */
+        size_t alen = 0;
+        void *abuf = read_binary_file(ref_audio, &alen);
+        if (qtts_voice_create(eng, abuf, alen, req.ref_text, req.x_vector_only, NULL, &voice, &err))
+            die("%s: %s", ref_audio, err.msg);
+        free(abuf);
+        if (voice_out && qtts_voice_save(voice, voice_out, &err)) die("%s", err.msg);
+    } else if (voice_in) {
+        if (qtts_voice_load(eng, voice_in, &voice, &err)) die("%s", err.msg);
+    }
+    req.voice = voice;
+    req.ref_text = NULL; /* carried by the profile */
+
     qtts_session *ses = qtts_session_new(eng, &err);
     if (!ses) die("%s", err.msg);
 
@@ -355,10 +417,115 @@ static int cmd_synth(int argc, char **argv) {
                 t_load, el, audio_s > 0 ? el / audio_s : 0.0);
     }
     qtts_session_free(ses);
+    qtts_voice_free(voice);
     qtts_engine_close(eng);
     free(sink.pcm);
     free(text_buf);
     return 0;
+}
+
+/* ---- voice ----------------------------------------------------------------- */
+
+static void usage_voice(FILE *f) {
+    fputs("usage: qwen3-tts voice create -m MODEL_DIR --ref-audio FILE [--ref-text TEXT]\n"
+          "                              [--x-vector-only] [--language NAME] -o PROFILE\n"
+          "       qwen3-tts voice info   -m MODEL_DIR PROFILE...\n"
+          "       qwen3-tts voice list   -m MODEL_DIR DIR\n"
+          "\n"
+          "A profile stores the speaker embedding (and, with --ref-text, the reference codes\n"
+          "and transcript for in-context cloning), so a voice is cloned once and reused with\n"
+          "'qwen3-tts synth --voice PROFILE'. info/list check each profile against the model.\n",
+          f);
+}
+
+static void print_voice(const char *path, const qtts_voice *v) {
+    qtts_voice_info vi;
+    qtts_voice_get_info(v, &vi);
+    printf("%s: version %d, %s, model %s %s, x-vector %d", path, vi.version,
+           vi.in_context ? "in-context" : "x-vector only", vi.model_type, vi.model_size,
+           vi.xvector_dim);
+    if (vi.in_context) printf(", %d reference frames (%.2f s)", vi.ref_frames, vi.ref_frames / 12.5);
+    printf(", language %s", vi.language ? vi.language : "auto");
+    if (vi.ref_text) printf(", text \"%s\"", vi.ref_text);
+    putchar('\n');
+}
+
+static int cmd_voice(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage_voice(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *verb = argv[1];
+    if (strcmp(verb, "create") && strcmp(verb, "info") && strcmp(verb, "list"))
+        die("voice: unknown command '%s' (create, info, list)", verb);
+    const char *model = NULL, *ref_audio = NULL, *ref_text = NULL, *lang = NULL, *out = NULL;
+    bool xvec_only = false;
+    const char *paths[256];
+    int n_paths = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+#define NEXT() (i + 1 < argc ? argv[++i] : (die("%s needs a value", a), (char *)NULL))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_voice(stdout); return 0; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = NEXT();
+        else if (!strcmp(a, "--ref-audio")) ref_audio = NEXT();
+        else if (!strcmp(a, "--ref-text")) ref_text = NEXT();
+        else if (!strcmp(a, "--x-vector-only")) xvec_only = true;
+        else if (!strcmp(a, "-l") || !strcmp(a, "--language")) lang = NEXT();
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) out = NEXT();
+        else if (a[0] == '-' && a[1]) die("voice %s: unknown option '%s'", verb, a);
+        else if (n_paths < 256) paths[n_paths++] = a;
+        else die("voice %s: too many files", verb);
+#undef NEXT
+    }
+    if (!model) die("voice %s: -m MODEL_DIR is required", verb);
+    qtts_error err;
+    qtts_engine *eng = NULL;
+    if (qtts_engine_open(model, NULL, &eng, &err)) die("%s", err.msg);
+    int rc = 0;
+    if (!strcmp(verb, "create")) {
+        if (!ref_audio || !out) die("voice create: --ref-audio FILE and -o PROFILE are required");
+        size_t alen = 0;
+        void *abuf = read_binary_file(ref_audio, &alen);
+        qtts_voice *v = NULL;
+        if (qtts_voice_create(eng, abuf, alen, ref_text, xvec_only, lang, &v, &err))
+            die("%s: %s", ref_audio, err.msg);
+        free(abuf);
+        if (qtts_voice_save(v, out, &err)) die("%s", err.msg);
+        print_voice(out, v);
+        qtts_voice_free(v);
+    } else if (!strcmp(verb, "info")) {
+        if (!n_paths) die("voice info: give one or more profile files");
+        for (int i = 0; i < n_paths; i++) {
+            qtts_voice *v = NULL;
+            if (qtts_voice_load(eng, paths[i], &v, &err)) {
+                fprintf(stderr, "qwen3-tts: %s\n", err.msg);
+                rc = 1;
+                continue;
+            }
+            print_voice(paths[i], v);
+            qtts_voice_free(v);
+        }
+    } else {
+        if (n_paths != 1) die("voice list: give one directory");
+        DIR *d = opendir(paths[0]);
+        if (!d) die("%s: cannot open: %s", paths[0], strerror(errno));
+        struct dirent *de;
+        int n = 0;
+        while ((de = readdir(d))) {
+            if (de->d_name[0] == '.') continue;
+            char p[4096];
+            if (snprintf(p, sizeof p, "%s/%s", paths[0], de->d_name) >= (int)sizeof p) continue;
+            qtts_voice *v = NULL;
+            if (qtts_voice_load(eng, p, &v, &err)) continue; /* not a profile for this model */
+            print_voice(p, v);
+            qtts_voice_free(v);
+            n++;
+        }
+        closedir(d);
+        if (!n) fprintf(stderr, "qwen3-tts: no voice profiles for this model in %s\n", paths[0]);
+    }
+    qtts_engine_close(eng);
+    return rc;
 }
 
 /* ---- inspect --------------------------------------------------------------- */
@@ -503,6 +670,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "voice")) return cmd_voice(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "qwen3-tts: unknown command '%s'\n\n", cmd);
     usage_main(stderr);

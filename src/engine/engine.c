@@ -29,6 +29,7 @@
  * concatenated output is exactly the reference's whole-utterance decode.
  */
 #include <ctype.h>
+#include <strings.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +45,7 @@
 #include "model/prompt.h"
 #include "model/talker.h"
 #include "model/tokenizer.h"
+#include "voice.h"
 
 /* Text longer than this is refused before tokenization (about 30 minutes of
  * speech); callers with tighter budgets (the server) check their own. */
@@ -57,6 +59,8 @@ struct qtts_engine {
     qtts_tokenizer *tok;
     qtts_talker_weights *talker;
     qtts_codec_decoder *codec;
+    qtts_spk_enc *spk;             /* Base models: speaker encoder (x-vector) */
+    qtts_codec_encoder *cenc;      /* Base models: codec encoder (reference codes) */
     qtts_backend *backend;         /* runs the decode-time stages */
     int n_threads;
 };
@@ -76,9 +80,13 @@ struct qtts_session {
     /* the request in flight, from qtts_session_start to finish/cancel */
     ses_state state;
     const qtts_request *req;       /* the caller's, borrowed */
+    qtts_voice *own_voice;         /* cloned from req->ref_audio for this request */
+    int ref_frames;                /* in-context cloning: reference frames before frames[0..] */
+    size_t skip_samples;           /* in-context cloning: samples still to cut from the front */
+    bool hold_audio;               /* decode only at finish (see qtts_session_start) */
     qtts_prompt prompt;
     qtts_gen gen;                  /* generation state; its on_frame is on_gen_frame */
-    int n_frames;                  /* frames stored in frames[] */
+    int n_frames;                  /* frames stored in frames[] (reference frames included) */
     int decoded;                   /* frames already decoded and delivered */
     size_t n_samples;
     double t0;
@@ -115,6 +123,10 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
     if ((st = qtts_tokenizer_load(dir, &e->tok, err))) goto fail;
     if ((st = qtts_talker_load(&e->cfg, e->weights, &e->talker, err))) goto fail;
     if ((st = qtts_codec_decoder_load(dir, &e->cfg, &e->codec, err))) goto fail;
+    if (e->cfg.model_type == QTTS_MODEL_BASE) {
+        if ((st = qtts_spk_enc_load(e->weights, &e->cfg, &e->spk, err))) goto fail;
+        if ((st = qtts_codec_encoder_load(dir, &e->cfg, &e->cenc, err))) goto fail;
+    }
     if ((st = qtts_backend_open(opts->backend, e->talker, e->codec, &e->backend, err))) goto fail;
     *out = e;
     return QTTS_OK;
@@ -126,6 +138,8 @@ fail:
 void qtts_engine_close(qtts_engine *e) {
     if (!e) return;
     qtts_backend_close(e->backend);
+    qtts_codec_encoder_free(e->cenc);
+    qtts_spk_enc_free(e->spk);
     qtts_codec_decoder_free(e->codec);
     qtts_talker_free(e->talker);
     qtts_tokenizer_free(e->tok);
@@ -209,9 +223,11 @@ static qtts_status ensure_wav(qtts_session *s, size_t n, qtts_err *err) {
 
 /* Decodes window [start, end) of frames[] exactly as the reference's
  * chunked_decode does (25 frames of left context when start > 25, else
- * all frames from 0) and passes the kept samples to cb. */
+ * all frames from 0) and passes the kept samples to cb, after dropping up
+ * to *skip samples from the front (the in-context clone trim). */
 static qtts_status decode_chunk(qtts_session *s, const int32_t *frames, int start, int end,
-                                qtts_audio_cb cb, void *user, size_t *n_out, qtts_err *err) {
+                                qtts_audio_cb cb, void *user, size_t *n_out, size_t *skip,
+                                qtts_err *err) {
     const qtts_codec_decoder *d = s->eng->codec;
     const int up = d->upsample;
     int ctx = start - QTTS_CODEC_LEFT_CONTEXT > 0 ? QTTS_CODEC_LEFT_CONTEXT : start;
@@ -226,6 +242,13 @@ static qtts_status decode_chunk(qtts_session *s, const int32_t *frames, int star
     const float *pcm = s->wav + (size_t)ctx * up;
     if (!qtts_all_finite(pcm, n))
         return qtts_fail(err, QTTS_ERR_NUMERIC, "the codec decoder produced non-finite samples");
+    if (skip && *skip) {
+        size_t k = QTTS_MIN(*skip, n);
+        pcm += k;
+        n -= k;
+        *skip -= k;
+        if (!n) return QTTS_OK;
+    }
     if (n_out) *n_out += n;
     if (cb && cb(user, pcm, n)) return qtts_fail(err, QTTS_ERR_CANCELLED, "cancelled by the caller");
     return QTTS_OK;
@@ -242,7 +265,7 @@ qtts_status qtts_decode_codes(qtts_session *s, const int32_t *codes, int n_frame
                              i / QTTS_NUM_CODEBOOKS, i % QTTS_NUM_CODEBOOKS, cb);
     for (int start = 0; start < n_frames; start += QTTS_CODEC_CHUNK) {
         int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, n_frames);
-        qtts_status st = decode_chunk(s, codes, start, end, on_audio, user, NULL, err);
+        qtts_status st = decode_chunk(s, codes, start, end, on_audio, user, NULL, NULL, err);
         if (st) return st;
     }
     return QTTS_OK;
@@ -270,8 +293,10 @@ void qtts_request_init(qtts_request *r) {
 static int on_gen_frame(void *user, int frame, const int32_t *codes) {
     qtts_session *s = user;
     const qtts_request *req = s->req;
-    if (frame >= s->cap_frames) {
+    const int at = s->ref_frames + frame;
+    if (at >= s->cap_frames) {
         int cap = s->cap_frames ? s->cap_frames * 2 : 512;
+        while (cap <= at) cap *= 2;
         int32_t *p = qtts_realloc(s->frames, (size_t)cap * QTTS_NUM_CODEBOOKS * sizeof(int32_t));
         if (!p) {
             s->cb_status = qtts_fail(&s->cb_err, QTTS_ERR_NOMEM, "out of memory (frames)");
@@ -280,16 +305,16 @@ static int on_gen_frame(void *user, int frame, const int32_t *codes) {
         s->frames = p;
         s->cap_frames = cap;
     }
-    memcpy(s->frames + (size_t)frame * QTTS_NUM_CODEBOOKS, codes,
+    memcpy(s->frames + (size_t)at * QTTS_NUM_CODEBOOKS, codes,
            QTTS_NUM_CODEBOOKS * sizeof(int32_t));
-    s->n_frames = frame + 1;
+    s->n_frames = at + 1;
     if (req->on_frame && req->on_frame(req->user, frame, codes)) {
         s->cb_status = qtts_fail(&s->cb_err, QTTS_ERR_CANCELLED, "cancelled by the caller");
         return 1;
     }
-    if (s->n_frames - s->decoded == QTTS_CODEC_CHUNK) {
+    if (!s->hold_audio && s->n_frames - s->decoded == QTTS_CODEC_CHUNK) {
         s->cb_status = decode_chunk(s, s->frames, s->decoded, s->n_frames, req->on_audio,
-                                    req->user, &s->n_samples, &s->cb_err);
+                                    req->user, &s->n_samples, NULL, &s->cb_err);
         s->decoded = s->n_frames;
         if (s->cb_status) return 1;
     }
@@ -343,6 +368,11 @@ static void session_reset(qtts_session *s) {
     qtts_gen_end(&s->gen);
     qtts_prompt_free(&s->prompt);
     memset(&s->prompt, 0, sizeof s->prompt);
+    qtts_voice_free(s->own_voice);
+    s->own_voice = NULL;
+    s->ref_frames = 0;
+    s->skip_samples = 0;
+    s->hold_audio = false;
     s->req = NULL;
     s->state = SES_IDLE;
 }
@@ -395,10 +425,29 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         break;
     case QTTS_MODEL_BASE:
     default:
-        return qtts_fail(err, QTTS_ERR_UNSUPPORTED,
-                         "Base models clone a voice from reference audio, which this build does "
-                         "not support yet");
+        if (speaker)
+            return qtts_fail(err, QTTS_ERR_INVALID,
+                             "Base models have no preset speakers; clone a voice with reference "
+                             "audio or a voice profile");
+        if (!req->voice && !req->ref_audio)
+            return qtts_fail(err, QTTS_ERR_INVALID,
+                             "Base models need a voice to clone: reference audio or a voice profile");
+        if (req->voice && req->ref_audio)
+            return qtts_fail(err, QTTS_ERR_INVALID,
+                             "give either reference audio or a voice profile, not both");
+        /* The reference's voice-clone call takes no instruct. */
+        if (instruct) {
+            snprintf(s->warning, sizeof s->warning,
+                     "Base models take no instruct (as the reference); it was not used");
+            instruct = NULL;
+        }
+        non_streaming = false; /* the reference's default for voice cloning */
+        break;
     }
+    if (cfg->model_type != QTTS_MODEL_BASE && (req->voice || req->ref_audio || req->ref_text))
+        return qtts_fail(err, QTTS_ERR_INVALID,
+                         "voice cloning (reference audio, ref_text or a voice profile) needs a "
+                         "Base model");
     if (req->text_mode == QTTS_TEXT_MODE_STREAMING) non_streaming = false;
     if (req->text_mode == QTTS_TEXT_MODE_NON_STREAMING) non_streaming = true;
 
@@ -411,12 +460,26 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
     s->n_frames = s->decoded = 0;
     s->n_samples = 0;
     s->cb_status = QTTS_OK;
-    int32_t *ids = NULL, *instr_ids = NULL;
-    int n_ids = 0, n_instr = 0;
+    int32_t *ids = NULL, *instr_ids = NULL, *ref_ids = NULL;
+    int n_ids = 0, n_instr = 0, n_ref = 0;
+    const qtts_voice *voice = req->voice;
+    const char *language = req->language;
+    if (cfg->model_type == QTTS_MODEL_BASE && !voice) {
+        st = qtts_voice_build(cfg, e->spk, e->cenc, req->ref_audio, req->ref_audio_len,
+                              req->ref_text, req->x_vector_only, NULL, &s->own_voice, err);
+        if (st) goto done;
+        voice = s->own_voice;
+    }
+    if (voice && (!language || !*language)) language = voice->language;
     st = tokenize_template(e, qtts_prompt_text_template(req->text), &ids, &n_ids, err);
     if (st) goto done;
     if (instruct) {
         st = tokenize_template(e, qtts_prompt_instruct_template(instruct), &instr_ids, &n_instr, err);
+        if (st) goto done;
+    }
+    const bool icl = voice && voice->ref_codes && !req->x_vector_only;
+    if (icl) {
+        st = tokenize_template(e, qtts_prompt_ref_template(voice->ref_text), &ref_ids, &n_ref, err);
         if (st) goto done;
     }
     qtts_prompt_spec spec = {
@@ -424,10 +487,34 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         .n_input = n_ids,
         .instruct_ids = instr_ids,
         .n_instruct = n_instr,
-        .language = req->language,
+        .ref_ids = ref_ids,
+        .n_ref = n_ref,
+        .language = language,
         .speaker = speaker,
+        .xvector = voice ? voice->xvector : NULL,
+        .ref_codes = icl ? voice->ref_codes : NULL,
+        .ref_frames = icl ? voice->ref_frames : 0,
         .non_streaming = non_streaming,
     };
+    if (icl) {
+        /* The reference decodes concat(ref_codes, generated) with the chunk
+         * windows counted from the reference's first frame, then cuts
+         * int(ref / total * n_samples) samples (in double). That cut depends
+         * on the final length, so the audio is decoded at finish. */
+        int need = voice->ref_frames;
+        if (need > s->cap_frames) {
+            int32_t *p = qtts_realloc(s->frames, (size_t)need * QTTS_NUM_CODEBOOKS * sizeof(int32_t));
+            if (!p) {
+                st = qtts_fail(err, QTTS_ERR_NOMEM, "out of memory (reference frames)");
+                goto done;
+            }
+            s->frames = p;
+            s->cap_frames = need;
+        }
+        memcpy(s->frames, voice->ref_codes, (size_t)need * QTTS_NUM_CODEBOOKS * sizeof(int32_t));
+        s->ref_frames = s->n_frames = need;
+        s->hold_audio = true;
+    }
     st = qtts_prompt_build(e->talker, cfg, &spec, &s->prompt, err);
     if (st) goto done;
     st = ensure_seq(s, s->prompt.len + gp.max_new_tokens, err);
@@ -439,6 +526,7 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
 done:
     qtts_free(ids);
     qtts_free(instr_ids);
+    qtts_free(ref_ids);
     if (st) session_reset(s);
     return st;
 }
@@ -528,9 +616,17 @@ qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_err *
         if (err) *err = s->err;
         break;
     case SES_DONE:
-        if (s->n_frames > s->decoded)
-            st = decode_chunk(s, s->frames, s->decoded, s->n_frames, s->req->on_audio,
-                              s->req->user, &s->n_samples, err);
+        if (s->ref_frames) {
+            const int total = s->n_frames;
+            const double n_all = (double)total * s->eng->codec->upsample;
+            s->skip_samples = (size_t)((double)s->ref_frames / (double)QTTS_MAX(total, 1) * n_all);
+        }
+        for (int start = s->decoded; !st && start < s->n_frames; start += QTTS_CODEC_CHUNK) {
+            int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, s->n_frames);
+            st = decode_chunk(s, s->frames, start, end, s->req->on_audio, s->req->user,
+                              &s->n_samples, &s->skip_samples, err);
+            s->decoded = end;
+        }
         break;
     }
     if (result) fill_result(s, result);
@@ -623,4 +719,23 @@ qtts_status qtts_inspect(const char *dir, void (*line)(void *, const char *), vo
     list_set(set, "speech_tokenizer/model.safetensors", line, user);
     qtts_st_set_close(set);
     return QTTS_OK;
+}
+
+/* ==== voice profiles ======================================================= */
+
+qtts_status qtts_voice_create(const qtts_engine *e, const void *audio, size_t audio_len,
+                              const char *ref_text, bool x_vector_only, const char *language,
+                              qtts_voice **out, qtts_err *err) {
+    *out = NULL;
+    if (language && *language && strcasecmp(language, "auto") != 0 &&
+        !qtts_config_find_lang(&e->cfg, language))
+        return qtts_fail(err, QTTS_ERR_INVALID, "unknown language '%.64s'", language);
+    return qtts_voice_build(&e->cfg, e->spk, e->cenc, audio, audio_len, ref_text, x_vector_only,
+                            language && strcasecmp(language, "auto") != 0 ? language : NULL, out,
+                            err);
+}
+
+qtts_status qtts_voice_load(const qtts_engine *e, const char *path, qtts_voice **out,
+                            qtts_err *err) {
+    return qtts_voice_read(&e->cfg, path, out, err);
 }

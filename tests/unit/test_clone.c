@@ -1,0 +1,433 @@
+/*
+ * test_clone.c - voice cloning end to end through the public API, against
+ * the official reference's Base-model goldens, and voice profiles.
+ *
+ * Each golden case is run only from its JSON inputs: the reference audio
+ * file's bytes (24 kHz mono, 16 kHz mono and 44.1 kHz stereo, so decoding,
+ * down-mixing and resampling are covered), the transcript, the x-vector-only
+ * flag, language, text mode and max_new_tokens, greedy. Checked:
+ *   - codes identical to the reference (the cases' smallest top-2 margin is
+ *     1.2e-4 against our ~1e-6 logit error: no near-tie exemption needed),
+ *   - the returned waveform (in-context: after the reference's trim of
+ *     int(ref/total * samples) samples) within 1e-4 of `wav`, same length.
+ * Profiles: a saved and reloaded profile reproduces the same bytes as
+ * cloning from the audio; corrupt, edited, truncated and wrong-model
+ * profiles are refused with a clear message.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "qwen3_tts.h"
+#include "base/json.h"
+#include "io/safetensors.h"
+
+#define GOLDEN QTTS_FIXTURES "/golden"
+#define MODELS QTTS_FIXTURES "/models"
+
+typedef struct {
+    int32_t *codes;
+    int n_frames, cap;
+    float *pcm;
+    size_t n, pcm_cap;
+} collect;
+
+static int on_frame(void *user, int idx, const int32_t codes[QTTS_NUM_CODEBOOKS]) {
+    collect *c = user;
+    if (c->n_frames == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        c->codes = realloc(c->codes, (size_t)c->cap * QTTS_NUM_CODEBOOKS * sizeof(int32_t));
+        if (!c->codes) return 1;
+    }
+    memcpy(c->codes + (size_t)c->n_frames++ * QTTS_NUM_CODEBOOKS, codes,
+           QTTS_NUM_CODEBOOKS * sizeof(int32_t));
+    return idx + 1 != c->n_frames;
+}
+
+static int on_audio(void *user, const float *pcm, size_t n) {
+    collect *c = user;
+    if (c->n + n > c->pcm_cap) {
+        c->pcm_cap = (c->n + n) * 2;
+        c->pcm = realloc(c->pcm, c->pcm_cap * sizeof(float));
+        if (!c->pcm) return 1;
+    }
+    memcpy(c->pcm + c->n, pcm, n * sizeof(float));
+    c->n += n;
+    return 0;
+}
+
+static void collect_free(collect *c) {
+    free(c->codes);
+    free(c->pcm);
+    memset(c, 0, sizeof *c);
+}
+
+static void *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = malloc(n > 0 ? (size_t)n : 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static qtts_json *load_json(const char *path) {
+    size_t n;
+    char *buf = read_all(path, &n);
+    if (!buf) return NULL;
+    qtts_json_limits lim = qtts_json_limits_files();
+    qtts_err err;
+    qtts_json *doc = qtts_json_parse(buf, n, &lim, path, &err);
+    free(buf);
+    return doc;
+}
+
+static const char *jstr(const qtts_json *o, const char *key) {
+    const qtts_json *v = qtts_json_get(o, key);
+    return v && v->type == QTTS_JSON_STRING ? v->str : NULL;
+}
+
+/* Compare what a run collected with the golden's codes and wav. */
+static void check_against_golden(const char *label, const char *gpath, const collect *c,
+                                 const qtts_result *res) {
+    qtts_st_file *gf = NULL;
+    qtts_err e;
+    REQUIRE(qtts_st_open(gpath, &gf, &e) == QTTS_OK, "%s", e.msg);
+    const qtts_tensor *codes = qtts_st_find(gf, "codes");
+    const qtts_tensor *wav = qtts_st_find(gf, "wav");
+    if (!codes || !wav || codes->dtype != QTTS_DT_I64 || wav->dtype != QTTS_DT_F32) {
+        CHECK(0, "%s: golden lacks codes/wav", label);
+        qtts_st_close(gf);
+        return;
+    }
+    const int F = (int)codes->shape[0];
+    CHECK(c->n_frames == F && res->n_frames == F, "%s: %d frames (result %d), reference %d", label,
+          c->n_frames, res->n_frames, F);
+    const int64_t *g = codes->data;
+    int diff = -1;
+    for (int i = 0; i < QTTS_MIN(F, c->n_frames) * 16; i++)
+        if (c->codes[i] != g[i]) {
+            diff = i;
+            break;
+        }
+    CHECK(diff < 0, "%s: codes differ first at frame %d codebook %d", label, diff / 16, diff % 16);
+    CHECK(c->n == wav->numel && res->n_samples == c->n, "%s: %zu samples (result %zu), reference %llu",
+          label, c->n, res->n_samples, (unsigned long long)wav->numel);
+    if (c->n == wav->numel && diff < 0) {
+        size_t at;
+        double err = test_max_abs_err(c->pcm, wav->data, c->n, &at);
+        CHECK(err <= 1e-4, "%s: waveform max abs error %.3g at %zu", label, err, at);
+    }
+    qtts_st_close(gf);
+}
+
+static void run_model(const char *model) {
+    char dir[256];
+    snprintf(dir, sizeof dir, MODELS "/%s", model);
+    qtts_engine *eng = NULL;
+    qtts_error err;
+    REQUIRE(qtts_engine_open(dir, NULL, &eng, &err) == QTTS_OK, "%s", err.msg);
+    qtts_session *s = qtts_session_new(eng, &err);
+    REQUIRE(s, "%s", err.msg);
+    char gdir[256];
+    snprintf(gdir, sizeof gdir, GOLDEN "/%s", model);
+    DIR *d = opendir(gdir);
+    CHECK(d, "%s: %s", gdir, strerror(errno));
+    int n_cases = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l < 6 || strcmp(de->d_name + l - 5, ".json")) continue;
+        char jpath[512], gpath[512], label[256], apath[512];
+        snprintf(jpath, sizeof jpath, "%s/%s", gdir, de->d_name);
+        snprintf(gpath, sizeof gpath, "%s/%.*s.safetensors", gdir, (int)(l - 5), de->d_name);
+        snprintf(label, sizeof label, "%s/%.*s", model, (int)(l - 5), de->d_name);
+        qtts_json *doc = load_json(jpath);
+        CHECK(doc, "cannot parse %s", jpath);
+        if (!doc) continue;
+        const qtts_json *in = qtts_json_get(doc, "inputs");
+        int64_t max_new = 0;
+        bool ns = false, xvo = false;
+        qtts_json_get_int(in, "max_new_tokens", &max_new);
+        qtts_json_get_bool(in, "non_streaming_mode", &ns);
+        qtts_json_get_bool(in, "x_vector_only_mode", &xvo);
+        snprintf(apath, sizeof apath, QTTS_FIXTURES "/%s", jstr(in, "ref_audio"));
+        size_t alen = 0;
+        void *audio = read_all(apath, &alen);
+        CHECK(audio, "%s: cannot read %s", label, apath);
+
+        qtts_request req;
+        qtts_request_init(&req);
+        req.text = jstr(in, "text");
+        req.language = jstr(in, "language");
+        req.ref_audio = audio;
+        req.ref_audio_len = alen;
+        req.ref_text = jstr(in, "ref_text");
+        req.x_vector_only = xvo;
+        req.text_mode = ns ? QTTS_TEXT_MODE_NON_STREAMING : QTTS_TEXT_MODE_STREAMING;
+        req.do_sample = req.subtalker_do_sample = 0;
+        req.max_new_tokens = (int)max_new;
+        collect c = {0};
+        req.on_frame = on_frame;
+        req.on_audio = on_audio;
+        req.user = &c;
+        qtts_result res;
+        qtts_status st = audio ? qtts_synthesize(s, &req, &res, &err) : QTTS_ERR_IO;
+        CHECK(st == QTTS_OK, "%s: %s", label, err.msg);
+        if (st == QTTS_OK) check_against_golden(label, gpath, &c, &res);
+
+        /* The same through a saved and reloaded profile: identical bytes. */
+        qtts_voice *v = NULL, *v2 = NULL;
+        char vpath[256];
+        snprintf(vpath, sizeof vpath, "/tmp/qtts_test_clone_%d.voice", (int)getpid());
+        if (audio && st == QTTS_OK &&
+            qtts_voice_create(eng, audio, alen, req.ref_text, xvo, NULL, &v, &err) == QTTS_OK &&
+            qtts_voice_save(v, vpath, &err) == QTTS_OK && qtts_voice_load(eng, vpath, &v2, &err) == QTTS_OK) {
+            qtts_voice_info vi;
+            qtts_voice_get_info(v2, &vi);
+            CHECK(vi.in_context == (!xvo && req.ref_text && *req.ref_text), "%s: profile mode", label);
+            collect c2 = {0};
+            req.ref_audio = NULL;
+            req.ref_audio_len = 0;
+            req.ref_text = NULL;
+            req.voice = v2;
+            req.user = &c2;
+            qtts_result res2;
+            CHECK(qtts_synthesize(s, &req, &res2, &err) == QTTS_OK, "%s: profile: %s", label, err.msg);
+            CHECK(c2.n_frames == c.n_frames && c2.n == c.n &&
+                      !memcmp(c2.codes, c.codes, sizeof(int32_t) * 16 * (size_t)c.n_frames) &&
+                      !memcmp(c2.pcm, c.pcm, sizeof(float) * c.n),
+                  "%s: the reloaded profile does not reproduce the direct clone", label);
+            collect_free(&c2);
+        } else if (audio && st == QTTS_OK) {
+            CHECK(0, "%s: profile round trip: %s", label, err.msg);
+        }
+        unlink(vpath);
+        qtts_voice_free(v);
+        qtts_voice_free(v2);
+        collect_free(&c);
+        free(audio);
+        qtts_json_free(doc);
+        n_cases++;
+    }
+    if (d) closedir(d);
+    CHECK(n_cases >= 4, "%s: only %d golden cases", model, n_cases);
+    qtts_session_free(s);
+    qtts_engine_close(eng);
+}
+
+static void test_goldens_base06(void) { run_model("base06"); }
+static void test_goldens_base17(void) { run_model("base17"); }
+
+/* ==== bad input ============================================================ */
+
+static void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(data, 1, n, f);
+        fclose(f);
+    }
+}
+
+static void test_bad_voice_input(void) {
+    qtts_engine *eng = NULL, *eng17 = NULL, *cv = NULL;
+    qtts_error err;
+    REQUIRE(qtts_engine_open(MODELS "/base06", NULL, &eng, &err) == QTTS_OK, "%s", err.msg);
+    REQUIRE(qtts_engine_open(MODELS "/base17", NULL, &eng17, &err) == QTTS_OK, "%s", err.msg);
+    REQUIRE(qtts_engine_open(MODELS "/cv06", NULL, &cv, &err) == QTTS_OK, "%s", err.msg);
+    size_t alen;
+    void *audio = read_all(QTTS_FIXTURES "/audio/ref_24k_mono.wav", &alen);
+    REQUIRE(audio, "audio fixture");
+    qtts_session *s = qtts_session_new(eng, &err);
+    qtts_session *scv = qtts_session_new(cv, &err);
+    REQUIRE(s && scv, "session");
+    qtts_request req;
+
+    /* Base without a voice; with a preset speaker; cloning on CustomVoice */
+    qtts_request_init(&req);
+    req.text = "Hi.";
+    CHECK(qtts_synthesize(s, &req, NULL, &err) == QTTS_ERR_INVALID && strstr(err.msg, "reference audio"),
+          "no voice: %s", err.msg);
+    req.speaker = "vivian";
+    CHECK(qtts_synthesize(s, &req, NULL, &err) == QTTS_ERR_INVALID && strstr(err.msg, "preset"),
+          "speaker on Base: %s", err.msg);
+    qtts_request_init(&req);
+    req.text = "Hi.";
+    req.speaker = "vivian";
+    req.ref_audio = audio;
+    req.ref_audio_len = alen;
+    CHECK(qtts_synthesize(scv, &req, NULL, &err) == QTTS_ERR_INVALID && strstr(err.msg, "Base"),
+          "clone on CustomVoice: %s", err.msg);
+    qtts_voice *vx = NULL;
+    CHECK(qtts_voice_create(cv, audio, alen, NULL, false, NULL, &vx, &err) == QTTS_ERR_INVALID &&
+              !vx && strstr(err.msg, "Base"),
+          "profile on CustomVoice: %s", err.msg);
+
+    /* bad audio: garbage, truncated WAV, too short */
+    qtts_request_init(&req);
+    req.text = "Hi.";
+    req.ref_audio = "not audio at all, just text";
+    req.ref_audio_len = 27;
+    CHECK(qtts_synthesize(s, &req, NULL, &err) != QTTS_OK && strlen(err.msg) > 0, "garbage audio: %s",
+          err.msg);
+    req.ref_audio = audio;
+    req.ref_audio_len = 20; /* inside the fmt chunk */
+    CHECK(qtts_synthesize(s, &req, NULL, &err) != QTTS_OK && strstr(err.msg, "WAV"),
+          "truncated WAV: %s", err.msg);
+    req.ref_audio_len = 60; /* data cut short: decodes 8 samples, then the duration rule */
+    CHECK(qtts_synthesize(s, &req, NULL, &err) == QTTS_ERR_LIMIT && strstr(err.msg, "shorter"),
+          "WAV cut inside its data: %s", err.msg);
+    req.ref_audio_len = 44 + 2 * 2400; /* 0.1 s */
+    CHECK(qtts_synthesize(s, &req, NULL, &err) == QTTS_ERR_LIMIT, "0.1 s of audio: %s", err.msg);
+    req.ref_audio_len = alen;
+    req.ref_text = "bad \xff utf8";
+    CHECK(qtts_synthesize(s, &req, NULL, &err) == QTTS_ERR_INVALID && strstr(err.msg, "UTF-8"),
+          "bad ref_text: %s", err.msg);
+
+    /* profiles */
+    qtts_voice *v = NULL, *v2 = NULL;
+    REQUIRE(qtts_voice_create(eng, audio, alen, "Hello there.", false, "english", &v, &err) == QTTS_OK,
+            "%s", err.msg);
+    CHECK(qtts_voice_create(eng, audio, alen, NULL, false, "klingon", &v2, &err) == QTTS_ERR_INVALID,
+          "unknown language: %s", err.msg);
+    char good[128], bad[128];
+    snprintf(good, sizeof good, "/tmp/qtts_test_voice_%d.voice", (int)getpid());
+    snprintf(bad, sizeof bad, "/tmp/qtts_test_voice_%d.bad", (int)getpid());
+    REQUIRE(qtts_voice_save(v, good, &err) == QTTS_OK, "%s", err.msg);
+    size_t vlen;
+    unsigned char *vb = read_all(good, &vlen);
+    REQUIRE(vb && vlen > 100, "profile bytes");
+
+    /* wrong model */
+    CHECK(qtts_voice_load(eng17, good, &v2, &err) == QTTS_ERR_INVALID && !v2 && strstr(err.msg, "hidden"),
+          "profile on another model: %s", err.msg);
+    CHECK(qtts_voice_load(cv, good, &v2, &err) != QTTS_OK && !v2, "profile on CustomVoice: %s", err.msg);
+    /* a flipped byte in the data area: checksum */
+    unsigned char *m = malloc(vlen);
+    REQUIRE(m, "oom");
+    memcpy(m, vb, vlen);
+    m[vlen - 3] ^= 0x40;
+    write_file(bad, m, vlen);
+    CHECK(qtts_voice_load(eng, bad, &v2, &err) == QTTS_ERR_FORMAT && !v2, "flipped data byte: %s", err.msg);
+    /* an edited transcript in the header: checksum */
+    memcpy(m, vb, vlen);
+    char *t = memmem(m, vlen, "Hello there.", 12);
+    CHECK(t, "transcript in header");
+    if (t) {
+        t[0] = 'J';
+        write_file(bad, m, vlen);
+        CHECK(qtts_voice_load(eng, bad, &v2, &err) == QTTS_ERR_FORMAT && strstr(err.msg, "checksum"),
+              "edited transcript: %s", err.msg);
+    }
+    /* truncated, empty, a model file, a missing file */
+    write_file(bad, vb, vlen - 10);
+    CHECK(qtts_voice_load(eng, bad, &v2, &err) == QTTS_ERR_FORMAT, "truncated: %s", err.msg);
+    write_file(bad, vb, 0);
+    CHECK(qtts_voice_load(eng, bad, &v2, &err) != QTTS_OK, "empty: %s", err.msg);
+    CHECK(qtts_voice_load(eng, MODELS "/base06/speech_tokenizer/model.safetensors", &v2, &err) ==
+                  QTTS_ERR_FORMAT && strstr(err.msg, "not a voice profile"),
+          "model file as profile: %s", err.msg);
+    CHECK(qtts_voice_load(eng, "/nonexistent.voice", &v2, &err) == QTTS_ERR_IO, "missing: %s", err.msg);
+    /* the good one still loads, and its info is right */
+    CHECK(qtts_voice_load(eng, good, &v2, &err) == QTTS_OK, "%s", err.msg);
+    if (v2) {
+        qtts_voice_info vi;
+        qtts_voice_get_info(v2, &vi);
+        CHECK(vi.in_context && vi.ref_frames > 0 && vi.language && !strcmp(vi.language, "english") &&
+                  vi.ref_text && !strcmp(vi.ref_text, "Hello there.") && !strcmp(vi.model_size, "0b6"),
+              "profile info");
+        /* voice and ref_audio together are refused */
+        qtts_request_init(&req);
+        req.text = "Hi.";
+        req.voice = v2;
+        req.ref_audio = audio;
+        req.ref_audio_len = alen;
+        CHECK(qtts_synthesize(s, &req, NULL, &err) == QTTS_ERR_INVALID, "voice + audio: %s", err.msg);
+    }
+    free(m);
+    free(vb);
+    unlink(good);
+    unlink(bad);
+    qtts_voice_free(v);
+    qtts_voice_free(v2);
+    free(audio);
+    qtts_session_free(s);
+    qtts_session_free(scv);
+    qtts_engine_close(eng);
+    qtts_engine_close(eng17);
+    qtts_engine_close(cv);
+}
+
+/* ==== CLI ================================================================== */
+
+static int run(char *out, size_t cap, const char *cmd) {
+    char full[2048];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int rc = pclose(p);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
+
+static void test_cli(void) {
+    char out[4096], cmd[1536], dir[64];
+    snprintf(dir, sizeof dir, "/tmp/qtts_test_clone_cli_%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+    REQUIRE(system(cmd) == 0, "mkdir");
+    const char *bin = QTTS_BIN, *m = MODELS "/base06", *a = QTTS_FIXTURES "/audio/ref_16k_mono.wav";
+    snprintf(cmd, sizeof cmd,
+             "%s synth -m %s --ref-audio %s --ref-text 'Hello there.' --text 'Good day.' --greedy "
+             "--max-frames 6 -q --f32 -o %s/a.wav --save-voice %s/v.voice",
+             bin, m, a, dir, dir);
+    int rc = run(out, sizeof out, cmd);
+    CHECK(rc == 0, "synth --ref-audio: %d %s", rc, out);
+    snprintf(cmd, sizeof cmd,
+             "%s synth -m %s --voice %s/v.voice --text 'Good day.' --greedy --max-frames 6 -q --f32 "
+             "-o %s/b.wav && cmp %s/a.wav %s/b.wav",
+             bin, m, dir, dir, dir, dir);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 0, "synth --voice differs from --ref-audio: %d %s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s voice create -m %s --ref-audio %s -l german -o %s/x.voice", bin, m,
+             a, dir);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 0 && strstr(out, "x-vector only") && strstr(out, "german"), "voice create: %d %s", rc,
+          out);
+    snprintf(cmd, sizeof cmd, "%s voice list -m %s %s", bin, m, dir);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 0 && strstr(out, "v.voice") && strstr(out, "x.voice") && strstr(out, "in-context"),
+          "voice list: %d %s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s voice info -m " MODELS "/base17 %s/v.voice", bin, dir);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 1 && strstr(out, "hidden"), "profile on another model: %d %s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s synth -m " MODELS "/cv06 -s vivian --ref-audio %s --text hi -o /dev/null",
+             bin, a);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 1 && strstr(out, "Base"), "--ref-audio on CustomVoice: %d %s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s synth -m %s --voice /nonexistent.voice --text hi -o /dev/null", bin, m);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 1 && strstr(out, "/nonexistent.voice"), "missing profile: %d %s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s synth -m %s --text hi -o /dev/null", bin, m);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 1 && strstr(out, "reference audio"), "Base without a voice: %d %s", rc, out);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
+int main(void) {
+    TEST_RUN(test_goldens_base06);
+    TEST_RUN(test_goldens_base17);
+    TEST_RUN(test_bad_voice_input);
+    TEST_RUN(test_cli);
+    TEST_END();
+}
