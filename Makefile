@@ -3,7 +3,7 @@
 #   make            build build/qwen3-tts (CPU)
 #   make test       build and run every test (tests/run.sh prints "N passed, N failed")
 #   make test-asan  the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make test-tsan  the thread-pool and kernel tests under ThreadSanitizer
+#   make test-tsan  the thread-pool, kernel and server tests under ThreadSanitizer
 #   make bench-kernels  matmul weight-read GB/s per format and thread count (not a test)
 #   make check-arm  cross-compile for aarch64 and run the kernel tests under
 #                   qemu (needs gcc-aarch64-linux-gnu; qemu-user optional)
@@ -78,11 +78,13 @@ test: $(BIN) $(TEST_BIN)
 test-asan:
 	$(MAKE) BUILD=build-asan CFLAGS="$(SAN_FLAGS)" test
 
-# ThreadSanitizer on the tests that exercise the thread pool: the library
-# is rebuilt with TSan and only test_thread* / test_kernels* run.
+# ThreadSanitizer on the tests that exercise threads: the library is rebuilt
+# with TSan and only test_thread* / test_kernels* (the pool) and
+# test_http* / test_request* / test_server* (the server) run.
 TSAN_FLAGS = -O1 -fno-omit-frame-pointer -fsanitize=thread
 test-tsan:
-	$(MAKE) BUILD=build-tsan CFLAGS="$(TSAN_FLAGS)" test-some TEST_ONLY="test_thread% test_kernels%"
+	$(MAKE) BUILD=build-tsan CFLAGS="$(TSAN_FLAGS)" test-some \
+	    TEST_ONLY="test_thread% test_kernels% test_http% test_request% test_server%"
 
 test-some: $(filter $(addprefix $(BUILD)/tests/,$(TEST_ONLY)),$(TEST_BIN))
 	@tests/run.sh $^

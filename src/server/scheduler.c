@@ -12,11 +12,6 @@
  * The mutex guards the queue, the slot count and the load state; it is
  * never held across engine work. Each job has its own mutex for its output
  * buffer, so a connection draining audio never waits for a frame.
- *
- * When the library in use has no batched API (the weak references below
- * resolve to NULL), the worker runs one request at a time through
- * qtts_synthesize, with the same callbacks and the same cancellation: the
- * rest of the server cannot tell the difference except for throughput.
  */
 #include "server/scheduler.h"
 
@@ -28,13 +23,6 @@
 #include <unistd.h>
 
 #include "base/base.h"
-
-/* The incremental API is optional at link time (see the file comment). */
-#pragma weak qtts_session_start
-#pragma weak qtts_session_active
-#pragma weak qtts_step_batch
-#pragma weak qtts_session_finish
-#pragma weak qtts_session_cancel
 
 #define MAX_BATCH 64
 
@@ -55,7 +43,6 @@ struct qtts_sched {
     qtts_sched_state state;
     qtts_error load_err;
     qtts_engine *eng;
-    bool batched;
     int batch;
 
     /* counters: written by the worker, read by anyone (relaxed atomics) */
@@ -240,23 +227,6 @@ static qtts_status job_status(const job_ctx *c, qtts_status st, qtts_error *err)
 
 /* ==== the worker =================================================================== */
 
-static bool have_batch_api(void) {
-    return qtts_session_start && qtts_session_active && qtts_step_batch && qtts_session_finish &&
-           qtts_session_cancel;
-}
-
-/* One job through qtts_synthesize (no batched API). */
-static void run_single(qtts_sched *s, qtts_session *ses, job_ctx *c) {
-    qtts_job *j = c->j;
-    qtts_result res;
-    qtts_error err = {0};
-    qtts_status st = qtts_synthesize(ses, &j->req, &res, &err);
-    st = job_status(c, st, &err);
-    bump(&s->steps, (uint64_t)(st ? 0 : res.n_frames));
-    bump(&s->step_rows, (uint64_t)(st ? 0 : res.n_frames));
-    job_complete(s, j, st, &err, st == QTTS_OK && !res.hit_eos, true);
-}
-
 static void *worker(void *arg) {
     qtts_sched *s = arg;
     qtts_session *ses[MAX_BATCH] = {0};
@@ -270,8 +240,7 @@ static void *worker(void *arg) {
     qtts_status st = qtts_engine_open(s->model_dir, &eo, &eng, &err);
     int B = 0;
     if (!st) {
-        s->batched = have_batch_api();
-        B = s->batched ? s->cfg.batch : 1;
+        B = s->cfg.batch;
         for (int i = 0; i < B && !st; i++)
             if (!(ses[i] = qtts_session_new(eng, &err))) st = err.status ? err.status : QTTS_ERR_NOMEM;
     }
@@ -285,7 +254,7 @@ static void *worker(void *arg) {
         s->batch = B;
     }
     pthread_mutex_unlock(&s->mu);
-    if (s->cfg.on_state) s->cfg.on_state(s->cfg.user);
+    if (s->cfg.on_state) s->cfg.on_state(s->cfg.user, s);
 
     for (;;) {
         qtts_job *admit[MAX_BATCH];
@@ -332,10 +301,6 @@ static void *worker(void *arg) {
                 job_complete(s, j, QTTS_ERR_CANCELLED, &ce, false, true);
                 continue;
             }
-            if (!s->batched) {
-                run_single(s, ses[k], &ctx[k]);
-                continue;
-            }
             qtts_error e2 = {0};
             qtts_status s2 = qtts_session_start(ses[k], &j->req, &e2);
             if (s2) {
@@ -345,8 +310,6 @@ static void *worker(void *arg) {
             }
             busy[k] = true;
         }
-        if (!s->batched) continue;
-
         /* retire cancelled slots, then step the rest */
         qtts_session *run[MAX_BATCH];
         int idx[MAX_BATCH], n = 0;
@@ -525,7 +488,6 @@ void qtts_sched_get_stats(qtts_sched *s, qtts_sched_stats *st) {
     st->queue_cap = s->cfg.queue;
     st->waiting = s->qlen;
     st->active = s->n_active;
-    st->batched = s->batched;
     st->ttfa_count = s->ttfa_count;
     st->ttfa_sum = s->ttfa_sum;
     memcpy(st->ttfa_buckets, s->ttfa_buckets, sizeof st->ttfa_buckets);

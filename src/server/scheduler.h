@@ -78,8 +78,9 @@ typedef struct {
     int batch;                    /* B: sessions stepped together */
     int queue;                    /* Q: jobs waiting for a slot */
     /* Called on the worker thread when the model is loaded (or failed to
-     * load): the server uses it to wake its accept loop. */
-    void (*on_state)(void *user);
+     * load), possibly before qtts_sched_new has returned (hence the
+     * scheduler argument): the server uses it to wake its accept loop. */
+    void (*on_state)(void *user, qtts_sched *s);
     void *user;
 } qtts_sched_config;
 
@@ -89,7 +90,6 @@ typedef struct {
     qtts_sched_state state;
     int batch, queue_cap;
     int waiting, active;
-    bool batched;                 /* qtts_step_batch in use (else one request at a time) */
     uint64_t steps, step_rows;    /* batch occupancy = step_rows / steps */
     uint64_t frames, audio_bytes;
     uint64_t started, completed, failed, cancelled, truncated, frames_after_cancel;

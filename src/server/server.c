@@ -175,11 +175,11 @@ static void lower_copy(char *dst, size_t cap, const char *src) {
     dst[i] = 0;
 }
 
-static void on_sched_state(void *user) {
+static void on_sched_state(void *user, qtts_sched *sched) {
     qtts_server *s = user;
     qtts_error e;
-    if (qtts_sched_get_state(s->sched, &e) == QTTS_SCHED_READY) {
-        const qtts_engine *eng = qtts_sched_engine(s->sched);
+    if (qtts_sched_get_state(sched, &e) == QTTS_SCHED_READY) {
+        const qtts_engine *eng = qtts_sched_engine(sched);
         qtts_model_info info;
         qtts_engine_info(eng, &info);
         qtts_model_desc *d = &s->desc;
@@ -368,7 +368,7 @@ static bool get_health(conn *c, bool keep_alive) {
     qtts_sched_get_stats(s->sched, &st);
     char body[2048];
     int n = snprintf(body, sizeof body,
-                     "{\"status\":\"%s\",\"model_loaded\":%s,\"batched\":%s,"
+                     "{\"status\":\"%s\",\"model_loaded\":%s,"
                      "\"queue\":{\"waiting\":%d,\"active\":%d},"
                      "\"limits\":{\"batch_size\":%d,\"queue_length\":%d,\"max_connections\":%d,"
                      "\"max_body_bytes\":%zu,\"max_input_chars\":%zu,"
@@ -376,7 +376,7 @@ static bool get_health(conn *c, bool keep_alive) {
                      "\"queue_timeout_s\":%g,\"header_timeout_s\":%g,\"body_timeout_s\":%g,"
                      "\"idle_timeout_s\":%g,\"write_timeout_s\":%g,\"drain_timeout_s\":%g}}",
                      phase_name(ph), ph == PHASE_READY || ph == PHASE_DRAINING ? "true" : "false",
-                     st.batched ? "true" : "false", st.waiting, st.active, st.batch, st.queue_cap,
+                     st.waiting, st.active, st.batch, st.queue_cap,
                      s->cfg.max_connections, s->cfg.max_body, s->limits.max_input_chars,
                      s->limits.max_instructions_chars, s->cfg.max_audio_seconds,
                      s->limits.max_frames, s->cfg.queue_timeout_s, s->cfg.header_timeout_s,

@@ -425,7 +425,7 @@ static void test_get_endpoints(void) {
     CHECK(r.status == 200 && hdr(&r, "Content-Type", v, sizeof v) && strstr(v, "text/plain"), "metrics %d", r.status);
     CHECK(strstr((char *)r.body, "qtts_requests_total{endpoint=\"/health\",code=\"200\"}") &&
               strstr((char *)r.body, "# TYPE qtts_time_to_first_audio_seconds histogram") &&
-              (strstr((char *)r.body, "qtts_batch_size 4") || strstr((char *)r.body, "qtts_batch_size 1")),
+              strstr((char *)r.body, "qtts_batch_size 4"),
           "metrics body");
     resp_free(&r);
 }
@@ -668,9 +668,7 @@ static void test_batch_byte_identical(void) {
     }
     double steps = metric("qtts_batch_steps_total") - steps0, rows = metric("qtts_batch_step_rows_total") - rows0;
     fprintf(stderr, "  batch occupancy over the run: %.2f rows/step (%g steps)\n", steps > 0 ? rows / steps : 0, steps);
-    resp h = http("GET", "/health", NULL, NULL, NULL);
-    if (h.body && strstr((char *)h.body, "\"batched\":true")) CHECK(rows > steps, "requests were stepped together");
-    resp_free(&h);
+    CHECK(rows > steps, "requests were stepped together");
 }
 
 static void test_keep_alive_and_pipelining(void) {
@@ -938,6 +936,23 @@ static void test_connection_cap(void) {
     CHECK(qtts_now() < end, "connections not released");
 }
 
+static void test_model_load_failure(void) {
+    /* the listener comes up first; a model that fails to load ends the
+     * server with exit code 1 and the loader's message */
+    qtts_server_config c;
+    qtts_server_config_init(&c);
+    c.model_dir = QTTS_FIXTURES "/no-such-model";
+    c.host = "127.0.0.1";
+    c.port = 0;
+    qtts_server *s;
+    qtts_error err;
+    REQUIRE(qtts_server_start(&c, &s, &err) == QTTS_OK, "start: %s", err.msg);
+    CHECK(!qtts_server_wait_ready(s, 30), "became ready without a model");
+    int code = qtts_server_wait(s, &err);
+    CHECK(code == 1 && strstr(err.msg, "no-such-model"), "exit %d: %s", code, err.msg);
+    if (code < 128) qtts_server_free(s);
+}
+
 /* ==== the binary: signals ======================================================================= */
 
 typedef struct {
@@ -1048,6 +1063,8 @@ int main(void) {
     qtts_server_config c;
     qtts_server_config_init(&c);
     c.threads = 2;
+    c.queue_timeout_s = 600;   /* sanitizer builds on a loaded machine are slow */
+    c.drain_timeout_s = 600;
     qtts_server *s = start_server(&c);
     if (!s) {
         printf("%s: 0 passed, 1 failed\n", __FILE__);
@@ -1074,7 +1091,7 @@ int main(void) {
     c.batch = 1;
     c.queue = 1;
     c.api_key = "sekret";
-    c.header_timeout_s = 0.5;
+    c.header_timeout_s = 2;
     c.queue_timeout_s = 1.0;
     c.max_connections = 4;
     s = start_server(&c);
@@ -1101,6 +1118,7 @@ int main(void) {
         if (!stop_server(s)) test_failed_++;
     }
 
+    TEST_RUN(test_model_load_failure);
     TEST_RUN(test_sigterm_drains);
     for (int i = 0; i < N_REFS; i++) free(g_refs[i].pcm.p);
     TEST_END();
