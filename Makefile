@@ -5,9 +5,11 @@
 #   make test-asan  the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-tsan  the thread-pool, kernel and server tests under ThreadSanitizer
 #   make bench-kernels  matmul weight-read GB/s per format and thread count (not a test)
+#   make bench-codec  codec decoder ms/frame, GFLOP/s vs an FMA probe, per stage (not a test)
 #   make check-arm  cross-compile for aarch64 and run the kernel tests under
 #                   qemu (needs gcc-aarch64-linux-gnu; qemu-user optional)
 #   make check-isa-emu  the AVX-512/AVX-VNNI kernels' logic on an AVX2 CPU
+#   make check-conv-emu  the AVX-512 conv kernels' logic on an AVX2 CPU
 #   make fuzz-wav   libFuzzer (clang) on the WAV parser + resampler for FUZZ_TIME s
 #   make fuzz-http / fuzz-json   libFuzzer on the server's HTTP head parser /
 #                   JSON request validation for FUZZ_TIME s each (fuzz-server: both)
@@ -39,7 +41,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libqtts.a
 BIN      := $(BUILD)/qwen3-tts
 
-.PHONY: all test test-asan test-tsan test-some bench-kernels check-arm check-isa-emu fuzz-wav fuzz-http fuzz-json fuzz-server clean
+.PHONY: all test test-asan test-tsan test-some bench-kernels bench-codec check-arm check-isa-emu check-conv-emu fuzz-wav fuzz-http fuzz-json fuzz-server clean
 all: $(BIN)
 
 # Per-ISA kernel files (src/kernels/kernels_<isa>.c) are the only objects
@@ -98,6 +100,14 @@ $(BUILD)/bench_kernels: tools/bench_kernels.c $(LIB)
 bench-kernels: $(BUILD)/bench_kernels
 	$< $(BENCH_ARGS)
 
+# Codec decoder benchmark (tools/bench_codec.c) on a full-size model
+# (BENCH_ARGS="--model DIR --frames N ..."). Not a test.
+$(BUILD)/bench_codec: tools/bench_codec.c $(LIB)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+bench-codec: $(BUILD)/bench_codec
+	$< $(BENCH_ARGS)
+
 # The AVX-512 and AVX-VNNI kernels on CPUs without them: both files built
 # against scalar stand-ins for their intrinsics (tests/isa_emu.h) and run as
 # extra paths of test_kernels, bit for bit against the reference orders.
@@ -114,6 +124,19 @@ $(BUILD)/emu/test_kernels_emu: tests/unit/test_kernels.c $(BUILD)/emu/kernels_av
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Itests -DQTTS_TEST_ISA_EMU -o $@ $^ $(LDLIBS)
 
 check-isa-emu: $(BUILD)/emu/test_kernels_emu
+	@tests/run.sh $<
+
+# The same for the AVX-512 conv file: built on tests/conv_isa_emu.h and run
+# as an extra path of test_kernels_conv, bit for bit against the scalar table.
+CONV_EMU_FLAGS = -mavx2 -mfma -mf16c -Wno-psabi -include tests/conv_isa_emu.h
+$(BUILD)/emu/conv_avx512_emu.o: src/kernels/conv_avx512.c tests/conv_isa_emu.h tests/isa_emu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(CONV_EMU_FLAGS) -Dqtts_conv_isa_avx512=qtts_conv_isa_avx512_emu -c $< -o $@
+$(BUILD)/emu/test_kernels_conv_emu: tests/unit/test_kernels_conv.c $(BUILD)/emu/conv_avx512_emu.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Itests -DQTTS_TEST_CONV_EMU -o $@ $^ $(LDLIBS)
+
+check-conv-emu: $(BUILD)/emu/test_kernels_conv_emu
 	@tests/run.sh $<
 
 # aarch64 cross check: the library compiled with aarch64-linux-gnu-gcc

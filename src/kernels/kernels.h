@@ -161,6 +161,33 @@ void qtts_layernorm_channels(float *x, size_t ld, int channels, int n, const flo
 
 /* out[n, rows] = in[rows, n]ᵀ with the given row strides. */
 void qtts_transpose(float *out, size_t ldo, const float *in, size_t ldi, int rows, int n);
+/* ==== Blocked convolution (conv.c, conv_<isa>.c) ==========================
+ * The codec decoder's fast path over the same packed qtts_conv1d: a
+ * register-blocked GEMM (AVX-512, AVX2 or scalar, picked at run time)
+ * split over the process-wide thread pool. Same contract as
+ * qtts_conv1d_causal, but each output is one fused-multiply-add chain over
+ * (tap, input channel), then + bias (conv_impl.h): the same bits on every
+ * instruction set and at every thread count, for any n and column
+ * position; not the bits of qtts_conv1d_causal (within the fp32 rounding
+ * of either).
+ *
+ * A workspace holds the per-thread packing buffers between calls; one
+ * workspace serves one conv at a time. ws may be NULL (a temporary one). */
+typedef struct qtts_conv_ws qtts_conv_ws;
+qtts_conv_ws *qtts_conv_ws_new(void);       /* NULL on allocation failure */
+void qtts_conv_ws_free(qtts_conv_ws *ws);   /* NULL ok */
+
+void qtts_conv1d_run(const qtts_conv1d *c, float *y, size_t ldy, const float *x, size_t ldx,
+                     int n, bool accumulate, qtts_conv_ws *ws);
+
+/* SnakeBeta like qtts_snake_beta (y may alias x when ldy == ldx), with a
+ * vectorised sine (conv_impl.h: within a few units of 2^-24 of sin^2),
+ * rows split over the thread pool; same bits on every path. */
+void qtts_snake_run(float *y, size_t ldy, const float *x, size_t ldx, const float *ea,
+                    const float *ib, int channels, int n);
+
+/* The instruction set of qtts_conv1d_run: "avx512", "avx2" or "scalar". */
+const char *qtts_conv_isa_name(void);
 /* ==== end of 1-D convolution kernels ===================================== */
 
 #endif

@@ -9,17 +9,32 @@
  * owned fp32 arrays, transformer matrices are viewed in the mapping (copied
  * to fp32 only when the file leaves them unaligned).
  *
- * Run (one window of T frames): the transformer works time-major [T, C]
- * with kernels.h (matmul, rmsnorm, rope, softmax); everything else works
- * channel-major [C, n] in three equally sized buffers A/B/C that rotate
- * between stages. A buffer that feeds a causal conv holds each row behind
- * P = (taps-1)*dil zero columns (row stride n + P), which is the
- * reference's left padding; every conv here has a zero right pad.
- * Largest buffer (full size): [96, 1920T + 54] floats ~ 0.74 MB per frame.
+ * Run (the next T frames through a causal state): the transformer works
+ * time-major [T, C] with kernels.h (matmul, rmsnorm, rope, softmax);
+ * everything else works channel-major [C, n] in three equally sized
+ * buffers A/B/C that rotate between stages. A buffer that feeds a causal
+ * conv holds each row behind P = (taps-1)*dil history columns: the last P
+ * input columns of the previous run from the state (zeros in a fresh state,
+ * which is the reference's left padding); after the conv reads them, the
+ * row's last P columns become the state's history. The transformer's state
+ * is its keys and values for the last window-1 positions. Every op is
+ * causal and computes each column the same way for any T (kernels.h), so
+ * runs of any size through one state give the bits of one run over all
+ * frames: qtts_codec_stream (codec_decoder.h) is built on this, and so is
+ * qtts_codec_decode, which streams each reference window in runs of
+ * QTTS_CODEC_STREAM_FRAMES.
+ *
+ * Convolutions run on qtts_conv1d_run (kernels.h: blocked AVX-512/AVX2
+ * GEMM over the thread pool), SnakeBeta on qtts_snake_run (vectorised
+ * sine, precomputed exp(alpha) and 1/(exp(beta)+eps) from load time); both
+ * give the same bits at every thread count.
+ * Largest stage buffer (full size): [96, 1920T + 54] floats ~ 0.74 MB per
+ * frame, three of them per run.
  */
 #include "codec_decoder.h"
 
 #include <limits.h>
+#include <sys/mman.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -412,12 +427,76 @@ void qtts_codec_decoder_free(qtts_codec_decoder *d) {
 
 /* ---- run --------------------------------------------------------------- */
 
+/* Causal state of one decoder instance: what its next frames need from its
+ * earlier ones. Every causal conv input keeps its last P columns (in a
+ * fresh state zero: the reference's left padding), the transformer the
+ * keys and values of its last window-1 positions in each layer. Running
+ * frames 0..T-1 in any number of pieces through one state gives the bits
+ * of one run over all T (every op is causal and computes each column the
+ * same way whatever the piece: kernels.h determinism rules). */
+typedef struct {
+    int pos;                               /* frames consumed */
+    int kv_n;                              /* key/value rows held (<= window-1) */
+    float *mem;                            /* everything below, one allocation */
+    size_t floats;
+    float *pre;                            /* [rvq_dim][K_PRE-1] */
+    float *kv;                             /* [layers][k, v][window-1][kv_heads*head_dim] */
+    float *dw[QTTS_CODEC_MAX_UPS];         /* [latent][K_DW-1] */
+    float *dec0;                           /* [latent][K_CONV-1] */
+    float *bt[QTTS_CODEC_MAX_BLOCKS];      /* [cin][1] */
+    float *res[QTTS_CODEC_MAX_BLOCKS][3];  /* [cout][(K_CONV-1)*dil] */
+    float *out;                            /* [channels][K_CONV-1] */
+} causal_state;
+
+static void state_reset(causal_state *st) {
+    st->pos = 0;
+    st->kv_n = 0;
+    memset(st->mem, 0, sizeof(float) * st->floats);
+}
+
+static void state_free(causal_state *st) {
+    qtts_free(st->mem);
+    memset(st, 0, sizeof(*st));
+}
+
+/* Carves the state out of one block (sizes only when base is NULL). */
+static size_t state_layout(const qtts_codec_decoder *d, causal_state *st, float *base) {
+    size_t o = 0;
+#define TAKE(ptr, n)                            \
+    do {                                        \
+        if (base) (ptr) = base + o;             \
+        o += (size_t)(n);                       \
+    } while (0)
+    TAKE(st->pre, (size_t)d->rvq_dim * (K_PRE - 1));
+    TAKE(st->kv, (size_t)d->layers * 2 * (d->window - 1) * d->kv_heads * d->head_dim);
+    for (int i = 0; i < d->n_ups; i++) TAKE(st->dw[i], (size_t)d->latent * (K_DW - 1));
+    TAKE(st->dec0, (size_t)d->latent * (K_CONV - 1));
+    for (int b = 0; b < d->n_blocks; b++) {
+        const qtts_codec_block *B = &d->blocks[b];
+        TAKE(st->bt[b], B->cin);
+        for (int r = 0; r < 3; r++) TAKE(st->res[b][r], (size_t)B->cout * (K_CONV - 1) * B->res[r].dil);
+    }
+    TAKE(st->out, (size_t)d->dec_out.cin * (K_CONV - 1));
+#undef TAKE
+    return o;
+}
+
+static bool state_init(const qtts_codec_decoder *d, causal_state *st) {
+    memset(st, 0, sizeof(*st));
+    st->floats = state_layout(d, st, NULL);
+    if (!(st->mem = qtts_aligned_alloc(sizeof(float) * (st->floats ? st->floats : 1)))) return false;
+    state_layout(d, st, st->mem);
+    state_reset(st);
+    return true;
+}
+
 typedef struct {
     int tmax;                 /* frames the scratch was sized for */
     size_t big_cap;           /* floats in each of big[0..2] */
     float *big[3];            /* channel-major stage buffers */
     float *tm;                /* time-major transformer / quantizer scratch */
     size_t tm_cap;
+    qtts_conv_ws *ws;         /* conv packing buffers */
 } scratch;
 
 #define PAD_MAX (6 * 9)       /* causal padding of the widest conv (k7, dilation 9) */
@@ -429,7 +508,7 @@ static bool cap_max(size_t *cap, uint64_t rows, uint64_t cols) {
     return true;
 }
 
-/* Sizes of the stage buffers for a window of T frames (mirrors window_run). */
+/* Sizes of the stage buffers for T frames per run (mirrors run()). */
 static bool scratch_sizes(const qtts_codec_decoder *d, int T, size_t *big, size_t *tm) {
     size_t cap = 0;
     uint64_t n = (uint64_t)T;
@@ -448,13 +527,16 @@ static bool scratch_sizes(const qtts_codec_decoder *d, int T, size_t *big, size_
     }
     ok = ok && cap_max(&cap, ch, n + K_CONV - 1);
     *big = cap;
-    /* time-major: quantizer (s1, s2, y1, y2) or transformer (x, h, xn, q, k, v, att, tmp, gate, up) */
+    /* time-major: quantizer (s1, s2, y1, y2) or transformer (h, xn, tmp, q, att, k, v, gate,
+     * up, cos, sin, scores); k and v also hold the state's window-1 earlier rows */
     const uint64_t qn = 2 * (uint64_t)d->cb_vec + 2 * (uint64_t)d->rvq_dim;
-    const uint64_t tn = (uint64_t)d->latent + 3 * (uint64_t)d->hidden +
-                        2 * (uint64_t)d->heads * d->head_dim +
-                        2 * (uint64_t)d->kv_heads * d->head_dim + 2 * (uint64_t)d->inter;
+    const uint64_t tn = 3 * (uint64_t)d->hidden + 2 * (uint64_t)d->heads * d->head_dim +
+                        2 * (uint64_t)d->inter;
+    const uint64_t kvd = (uint64_t)d->kv_heads * d->head_dim;
+    const uint64_t extra = 2 * ((uint64_t)d->window - 1 + T) * kvd +
+                           (uint64_t)T * d->head_dim + d->window;
     size_t t = 0;
-    ok = ok && cap_max(&t, T, QTTS_MAX(qn, tn)) && cap_max(&t, 1, t + (uint64_t)T * d->head_dim + d->window);
+    ok = ok && cap_max(&t, T, QTTS_MAX(qn, tn)) && cap_max(&t, 1, t + extra);
     *tm = t;
     return ok;
 }
@@ -462,16 +544,33 @@ static bool scratch_sizes(const qtts_codec_decoder *d, int T, size_t *big, size_
 static void scratch_free(scratch *s) {
     for (int i = 0; i < 3; i++) qtts_free(s->big[i]);
     qtts_free(s->tm);
+    qtts_conv_ws_free(s->ws);
     memset(s, 0, sizeof(*s));
+}
+
+/* Large stage buffers: ask for huge pages (fewer TLB misses in the convs,
+ * whose rows are far apart); an advice only. */
+static float *big_alloc(size_t floats) {
+    const size_t bytes = sizeof(float) * floats;
+    float *p = qtts_aligned_alloc(bytes);
+#ifdef MADV_HUGEPAGE
+    if (p && bytes >= ((size_t)4 << 20)) {
+        const uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
+        const uintptr_t e = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+        if (e > a) madvise((void *)a, e - a, MADV_HUGEPAGE);
+    }
+#endif
+    return p;
 }
 
 static qtts_status scratch_alloc(const qtts_codec_decoder *d, int T, scratch *s, qtts_err *err) {
     memset(s, 0, sizeof(*s));
     if (!scratch_sizes(d, T, &s->big_cap, &s->tm_cap))
         return qtts_fail(err, QTTS_ERR_LIMIT, "codec decode: %d frames is too long", T);
-    for (int i = 0; i < 3; i++) s->big[i] = qtts_aligned_alloc(sizeof(float) * s->big_cap);
+    for (int i = 0; i < 3; i++) s->big[i] = big_alloc(s->big_cap);
     s->tm = qtts_aligned_alloc(sizeof(float) * s->tm_cap);
-    if (!s->big[0] || !s->big[1] || !s->big[2] || !s->tm) {
+    s->ws = qtts_conv_ws_new();
+    if (!s->big[0] || !s->big[1] || !s->big[2] || !s->tm || !s->ws) {
         scratch_free(s);
         return qtts_fail(err, QTTS_ERR_NOMEM,
                          "codec decode: out of memory for %d frames (%.1f MiB scratch)", T,
@@ -486,74 +585,109 @@ static void emit(const qtts_codec_hook *h, const char *stage, const float *x, in
     if (h && h->fn) h->fn(h->user, stage, x, C, n, ld);
 }
 
-/* dst rows get P zero columns, then a copy of src[C, n] (row stride lds). */
-static void pad_copy(float *dst, int P, const float *src, size_t lds, int C, int n) {
-    const size_t ld = (size_t)n + P;
+/* Rows of buf (stride ld) are [P history columns | n new columns]: fill
+ * the history from hist[C][P], then keep the last P columns of each row
+ * (the new columns, or for n < P old and new) as the next history. */
+static void hist_swap(float *buf, size_t ld, int C, int n, int P, float *hist) {
+    if (P == 0) return;
     for (int c = 0; c < C; c++) {
-        float *r = dst + (size_t)c * ld;
-        memset(r, 0, sizeof(float) * P);
-        memcpy(r + P, src + (size_t)c * lds, sizeof(float) * n);
+        float *r = buf + (size_t)c * ld, *h = hist + (size_t)c * P;
+        memcpy(r, h, sizeof(float) * P);
+        memcpy(h, r + n, sizeof(float) * P);
     }
 }
 
-/* dst rows get P zero columns, then SnakeBeta(src[C, n]). */
-static void pad_snake(float *dst, int P, const float *src, size_t lds, const float *ea,
-                      const float *ib, int C, int n) {
+/* dst rows: P history columns, then a copy of src[C, n] (row stride lds). */
+static void pad_copy(float *dst, int P, const float *src, size_t lds, int C, int n, float *hist) {
     const size_t ld = (size_t)n + P;
-    for (int c = 0; c < C; c++) memset(dst + (size_t)c * ld, 0, sizeof(float) * P);
-    qtts_snake_beta(dst + P, ld, src, lds, ea, ib, C, n);
+    for (int c = 0; c < C; c++) memcpy(dst + (size_t)c * ld + P, src + (size_t)c * lds, sizeof(float) * n);
+    hist_swap(dst, ld, C, n, P, hist);
 }
 
-/* pre_transformer: x [T, latent] time-major in, out [T, latent] time-major. */
-static void transformer(const qtts_codec_decoder *d, float *tm, const float *x, float *out,
-                        int T) {
-    const int H = d->hidden, I = d->inter, D = d->head_dim, half = D / 2;
+/* dst rows: P history columns, then SnakeBeta(src[C, n]). */
+static void pad_snake(float *dst, int P, const float *src, size_t lds, const float *ea,
+                      const float *ib, int C, int n, float *hist) {
+    const size_t ld = (size_t)n + P;
+    qtts_snake_run(dst + P, ld, src, lds, ea, ib, C, n);
+    hist_swap(dst, ld, C, n, P, hist);
+}
+
+/* cos/sin rows for positions p0..p0+n-1, exactly as qtts_rope_table
+ * computes them for a table starting at 0. */
+static void rope_rows(float *cos_t, float *sin_t, int p0, int n, int d, double theta) {
+    const int h = d / 2;
+    for (int i = 0; i < h; i++) {
+        float inv = 1.0f / powf((float)theta, (float)(2 * i) / (float)d);
+        for (int p = 0; p < n; p++) {
+            float ang = (float)(p0 + p) * inv;
+            cos_t[(size_t)p * h + i] = cosf(ang);
+            sin_t[(size_t)p * h + i] = sinf(ang);
+        }
+    }
+}
+
+/* pre_transformer over T new positions st->pos.. : x [T, latent] time-major
+ * in, out [T, latent] time-major; the state's key/value rows are the
+ * earlier positions the sliding window still sees. */
+static void transformer(const qtts_codec_decoder *d, float *tm, causal_state *st,
+                        const float *x, float *out, int T) {
+    const int H = d->hidden, I = d->inter, D = d->head_dim, half = D / 2, W = d->window;
     const int qd = d->heads * D, kvd = d->kv_heads * D, grp = d->heads / d->kv_heads;
+    const int keep = W - 1, p0 = st->pos, kn = st->kv_n, base = p0 - kn;
     float *h = tm;                          /* [T, H] residual stream */
     float *xn = h + (size_t)T * H;          /* [T, H] */
     float *tmp = xn + (size_t)T * H;        /* [T, H] */
     float *q = tmp + (size_t)T * H;         /* [T, qd] */
     float *att = q + (size_t)T * qd;        /* [T, qd] */
-    float *k = att + (size_t)T * qd;        /* [T, kvd] */
-    float *v = k + (size_t)T * kvd;         /* [T, kvd] */
-    float *gate = v + (size_t)T * kvd;      /* [T, I] */
+    float *k = att + (size_t)T * qd;        /* [kn + T, kvd] positions base.. */
+    float *v = k + (size_t)(keep + T) * kvd;/* [kn + T, kvd] */
+    float *gate = v + (size_t)(keep + T) * kvd; /* [T, I] */
     float *up = gate + (size_t)T * I;       /* [T, I] */
-    float *cos_t = up + (size_t)T * I;      /* [T, D/2] */
+    float *cos_t = up + (size_t)T * I;      /* [T, D/2] positions p0.. */
     float *sin_t = cos_t + (size_t)T * half;/* [T, D/2] */
     float *sc = sin_t + (size_t)T * half;   /* [window] scores */
     const float scale = 1.0f / sqrtf((float)D);
+    const int total = kn + T, nkeep = QTTS_MIN(keep, total);
 
-    qtts_rope_table(cos_t, sin_t, T, D, d->rope_theta);
+    rope_rows(cos_t, sin_t, p0, T, D, d->rope_theta);
     qtts_matmul(h, x, T, &d->in_proj, d->in_proj_b);
     for (int l = 0; l < d->layers; l++) {
         const qtts_codec_layer *L = &d->tl[l];
+        float *kc = st->kv + (size_t)l * 2 * keep * kvd, *vc = kc + (size_t)keep * kvd;
         for (int t = 0; t < T; t++)
             qtts_rmsnorm(xn + (size_t)t * H, h + (size_t)t * H, L->in_norm, H, d->rms_eps);
+        memcpy(k, kc, sizeof(float) * (size_t)kn * kvd);
+        memcpy(v, vc, sizeof(float) * (size_t)kn * kvd);
+        float *kt = k + (size_t)kn * kvd, *vt = v + (size_t)kn * kvd;
         qtts_matmul(q, xn, T, &L->q, NULL);
-        qtts_matmul(k, xn, T, &L->k, NULL);
-        qtts_matmul(v, xn, T, &L->v, NULL);
+        qtts_matmul(kt, xn, T, &L->k, NULL);
+        qtts_matmul(vt, xn, T, &L->v, NULL);
         for (int t = 0; t < T; t++) {
             const float *c = cos_t + (size_t)t * half, *s = sin_t + (size_t)t * half;
             for (int hh = 0; hh < d->heads; hh++) qtts_rope(q + (size_t)t * qd + hh * D, c, s, D);
-            for (int hh = 0; hh < d->kv_heads; hh++) qtts_rope(k + (size_t)t * kvd + hh * D, c, s, D);
+            for (int hh = 0; hh < d->kv_heads; hh++) qtts_rope(kt + (size_t)t * kvd + hh * D, c, s, D);
         }
-        /* sliding-window causal attention: query i sees keys i-window < j <= i */
+        /* sliding-window causal attention: position p sees keys p-window < j <= p */
         for (int hh = 0; hh < d->heads; hh++) {
             const int kh = hh / grp;
             for (int i = 0; i < T; i++) {
-                const int lo = QTTS_MAX(0, i - d->window + 1), nk = i - lo + 1;
+                const int p = p0 + i, lo = QTTS_MAX(0, p - W + 1), nk = p - lo + 1;
                 const float *qi = q + (size_t)i * qd + hh * D;
+                const float *kb = k + (size_t)(lo - base) * kvd + kh * D;
+                const float *vb = v + (size_t)(lo - base) * kvd + kh * D;
                 for (int j = 0; j < nk; j++)
-                    sc[j] = qtts_dot_f32(qi, k + (size_t)(lo + j) * kvd + kh * D, D) * scale;
+                    sc[j] = qtts_dot_f32(qi, kb + (size_t)j * kvd, D) * scale;
                 qtts_softmax(sc, nk);
                 float *o = att + (size_t)i * qd + hh * D;
                 for (int e = 0; e < D; e++) o[e] = 0.0f;
                 for (int j = 0; j < nk; j++) {
-                    const float *vj = v + (size_t)(lo + j) * kvd + kh * D;
+                    const float *vj = vb + (size_t)j * kvd;
                     for (int e = 0; e < D; e++) o[e] += sc[j] * vj[e];
                 }
             }
         }
+        memcpy(kc, k + (size_t)(total - nkeep) * kvd, sizeof(float) * (size_t)nkeep * kvd);
+        memcpy(vc, v + (size_t)(total - nkeep) * kvd, sizeof(float) * (size_t)nkeep * kvd);
         qtts_matmul(tmp, att, T, &L->o, NULL);
         for (int t = 0; t < T; t++)
             for (int c = 0; c < H; c++) h[(size_t)t * H + c] += L->attn_scale[c] * tmp[(size_t)t * H + c];
@@ -566,6 +700,7 @@ static void transformer(const qtts_codec_decoder *d, float *tm, const float *x, 
         for (int t = 0; t < T; t++)
             for (int c = 0; c < H; c++) h[(size_t)t * H + c] += L->mlp_scale[c] * tmp[(size_t)t * H + c];
     }
+    st->kv_n = nkeep;
     for (int t = 0; t < T; t++)
         qtts_rmsnorm(xn + (size_t)t * H, h + (size_t)t * H, d->final_norm, H, d->rms_eps);
     qtts_matmul(out, xn, T, &d->out_proj, d->out_proj_b);
@@ -584,17 +719,18 @@ static qtts_status check_codes(const qtts_codec_decoder *d, const int32_t *codes
     return QTTS_OK;
 }
 
-/* One full-decoder run over codes[T, n_q] (already range-checked) into
- * wav[T * upsample]. */
-static qtts_status window_run(const qtts_codec_decoder *d, scratch *s, const int32_t *codes,
-                              int T, float *wav, const qtts_codec_hook *hook, qtts_err *err) {
-    QTTS_ASSERT(T > 0 && T <= s->tmax);
+/* The next T frames codes[T, n_q] (already range-checked) through state
+ * st into wav[T * upsample]. */
+static qtts_status run(const qtts_codec_decoder *d, scratch *s, causal_state *st,
+                       const int32_t *codes, int T, float *wav, const qtts_codec_hook *hook,
+                       qtts_err *err) {
+    QTTS_ASSERT(T > 0 && T <= s->tmax && st->pos <= INT_MAX - T);
     float *A = s->big[0], *B = s->big[1], *C = s->big[2], *tmp;
 #define ROT3()  do { tmp = A; A = C; C = B; B = tmp; } while (0) /* (A,B,C) <- (C,A,B) */
     const int V = d->cb_vec, R = d->rvq_dim, L = d->latent;
     char stage[32];
 
-    /* quantizer -> A[R, T] behind K_PRE-1 zero columns */
+    /* quantizer -> A[R, T] behind K_PRE-1 history columns */
     {
         float *s1 = s->tm, *s2 = s1 + (size_t)T * V, *y1 = s2 + (size_t)T * V,
               *y2 = y1 + (size_t)T * R;
@@ -613,16 +749,16 @@ static qtts_status window_run(const qtts_codec_decoder *d, scratch *s, const int
         qtts_matmul(y2, s2, T, &d->proj_rest, NULL);
         qtts_add_inplace(y1, y2, (size_t)T * R);
         const int P = K_PRE - 1;
-        for (int c = 0; c < R; c++) memset(A + (size_t)c * (T + P), 0, sizeof(float) * P);
         qtts_transpose(A + P, (size_t)T + P, y1, R, T, R);
+        hist_swap(A, (size_t)T + P, R, T, P, st->pre);
         emit(hook, "quantizer", A + P, R, T, (size_t)T + P);
-        qtts_conv1d_causal(&d->pre_conv, B, T, A + P, (size_t)T + P, T, false);
+        qtts_conv1d_run(&d->pre_conv, B, T, A + P, (size_t)T + P, T, false, s->ws);
         emit(hook, "pre_conv", B, L, T, T);
     }
 
     /* pre_transformer (time-major in A, out in C) -> A[L, T] */
     qtts_transpose(A, L, B, T, L, T);
-    transformer(d, s->tm, A, C, T);
+    transformer(d, s->tm, st, A, C, T);
     qtts_transpose(A, T, C, L, T, L);
     emit(hook, "pre_transformer", A, L, T, T);
 
@@ -630,52 +766,52 @@ static qtts_status window_run(const qtts_codec_decoder *d, scratch *s, const int
     int n = T;
     for (int i = 0; i < d->n_ups; i++) {
         const qtts_codec_upsample *U = &d->upx[i];
-        const int st = U->stride;
-        qtts_conv1d_causal(&U->tconv, B, n, A, n, n, false);   /* phases [st*L, n] */
-        n *= st;
-        qtts_interleave_phases(C, B, L, n / st, st);            /* x = C [L, n] */
+        const int st_ = U->stride;
+        qtts_conv1d_run(&U->tconv, B, n, A, n, n, false, s->ws);   /* phases [st*L, n] */
+        n *= st_;
+        qtts_interleave_phases(C, B, L, n / st_, st_);              /* x = C [L, n] */
         snprintf(stage, sizeof(stage), "upsample.%d.0", i);
         emit(hook, stage, C, L, n, n);
         const int P = K_DW - 1;
-        pad_copy(A, P, C, n, L, n);
+        pad_copy(A, P, C, n, L, n, st->dw[i]);
         qtts_dwconv1d_causal(B, n, A + P, (size_t)n + P, U->dw_w, U->dw_b, L, K_DW, 1, n);
         qtts_layernorm_channels(B, n, L, n, U->ln_w, U->ln_b, 1e-6f);
-        qtts_conv1d_causal(&U->pw1, A, n, B, n, n, false);     /* [4L, n] */
+        qtts_conv1d_run(&U->pw1, A, n, B, n, n, false, s->ws);     /* [4L, n] */
         qtts_gelu_erf_inplace(A, (size_t)4 * L * n);
-        qtts_conv1d_causal(&U->pw2, B, n, A, n, n, false);     /* [L, n] */
+        qtts_conv1d_run(&U->pw2, B, n, A, n, n, false, s->ws);     /* [L, n] */
         for (int c = 0; c < L; c++) {
             float *xr = C + (size_t)c * n;
             const float *yr = B + (size_t)c * n;
             const float g = U->gamma[c];
             for (int t = 0; t < n; t++) xr[t] += g * yr[t];
         }
-        ROT3();                                                 /* x = A */
+        ROT3();                                                     /* x = A */
         snprintf(stage, sizeof(stage), "upsample.%d", i);
         emit(hook, stage, A, L, n, n);
     }
 
     /* decoder.0 -> x = A [dec_dim, n] */
-    pad_copy(B, K_CONV - 1, A, n, L, n);
-    qtts_conv1d_causal(&d->dec0, C, n, B + K_CONV - 1, (size_t)n + K_CONV - 1, n, false);
+    pad_copy(B, K_CONV - 1, A, n, L, n, st->dec0);
+    qtts_conv1d_run(&d->dec0, C, n, B + K_CONV - 1, (size_t)n + K_CONV - 1, n, false, s->ws);
     ROT3();
     emit(hook, "decoder.0", A, d->dec_dim, n, n);
 
     int ch = d->dec_dim;
     for (int b = 0; b < d->n_blocks; b++) {
         const qtts_codec_block *Bk = &d->blocks[b];
-        const int st = Bk->stride, co = Bk->cout;
-        pad_snake(B, 1, A, n, Bk->ea, Bk->ib, ch, n);
-        qtts_conv1d_causal(&Bk->tconv, C, n, B + 1, (size_t)n + 1, n, false); /* [st*co, n] */
-        qtts_interleave_phases(A, C, co, n, st);                               /* x = A [co, n*st] */
-        n *= st;
+        const int sr = Bk->stride, co = Bk->cout;
+        pad_snake(B, 1, A, n, Bk->ea, Bk->ib, ch, n, st->bt[b]);
+        qtts_conv1d_run(&Bk->tconv, C, n, B + 1, (size_t)n + 1, n, false, s->ws); /* [sr*co, n] */
+        qtts_interleave_phases(A, C, co, n, sr);                                   /* x = A [co, n*sr] */
+        n *= sr;
         ch = co;
         for (int r = 0; r < 3; r++) {
             const qtts_codec_resunit *Ru = &Bk->res[r];
             const int P = (K_CONV - 1) * Ru->dil;
-            pad_snake(B, P, A, n, Ru->ea1, Ru->ib1, ch, n);
-            qtts_conv1d_causal(&Ru->conv1, C, n, B + P, (size_t)n + P, n, false);
-            qtts_snake_beta(C, n, C, n, Ru->ea2, Ru->ib2, ch, n);
-            qtts_conv1d_causal(&Ru->conv2, A, n, C, n, n, true);                /* x += ... */
+            pad_snake(B, P, A, n, Ru->ea1, Ru->ib1, ch, n, st->res[b][r]);
+            qtts_conv1d_run(&Ru->conv1, C, n, B + P, (size_t)n + P, n, false, s->ws);
+            qtts_snake_run(C, n, C, n, Ru->ea2, Ru->ib2, ch, n);
+            qtts_conv1d_run(&Ru->conv2, A, n, C, n, n, true, s->ws);                /* x += ... */
         }
         snprintf(stage, sizeof(stage), "decoder.%d", b + 1);
         emit(hook, stage, A, ch, n, n);
@@ -683,14 +819,15 @@ static qtts_status window_run(const qtts_codec_decoder *d, scratch *s, const int
 
     /* final SnakeBeta + conv to one channel, clamp */
     const int P = K_CONV - 1;
-    pad_snake(B, P, A, n, d->out_ea, d->out_ib, ch, n);
+    pad_snake(B, P, A, n, d->out_ea, d->out_ib, ch, n, st->out);
     snprintf(stage, sizeof(stage), "decoder.%d", d->n_blocks + 1);
     emit(hook, stage, B + P, ch, n, (size_t)n + P);
-    qtts_conv1d_causal(&d->dec_out, wav, n, B + P, (size_t)n + P, n, false);
+    qtts_conv1d_run(&d->dec_out, wav, n, B + P, (size_t)n + P, n, false, s->ws);
     snprintf(stage, sizeof(stage), "decoder.%d", d->n_blocks + 2);
     emit(hook, stage, wav, 1, n, n);
 #undef ROT3
     QTTS_ASSERT(n == T * d->upsample);
+    st->pos += T;
     for (int t = 0; t < n; t++) {
         const float x = wav[t];
         if (!isfinite(x))
@@ -714,41 +851,115 @@ qtts_status qtts_codec_decode_window(const qtts_codec_decoder *d, const int32_t 
     qtts_status st = check_args(d, codes, T, wav_out, err);
     if (st != QTTS_OK || T == 0) return st;
     scratch s;
+    causal_state cs;
     st = scratch_alloc(d, T, &s, err);
-    if (st == QTTS_OK) st = window_run(d, &s, codes, T, wav_out, hook, err);
+    if (st != QTTS_OK) return st;
+    if (!state_init(d, &cs)) st = nomem(err, "decoder state");
+    else st = run(d, &s, &cs, codes, T, wav_out, hook, err);
+    state_free(&cs);
     scratch_free(&s);
     return st;
+}
+
+/* ---- streaming ---------------------------------------------------------- */
+
+struct qtts_codec_stream {
+    const qtts_codec_decoder *d;
+    scratch s;
+    causal_state st[2];       /* st[cur]: the window being emitted; the other one
+                                 takes the next window's left-context frames */
+    int cur;
+    int64_t frame;            /* frames pushed */
+    float *discard;           /* [tmax * upsample] the context frames' output */
+};
+
+qtts_status qtts_codec_stream_new(const qtts_codec_decoder *d, int max_frames,
+                                  qtts_codec_stream **out, qtts_err *err) {
+    *out = NULL;
+    if (!d || max_frames < 0)
+        return qtts_fail(err, QTTS_ERR_INVALID, "codec stream: bad arguments");
+    if (max_frames == 0) max_frames = QTTS_CODEC_STREAM_FRAMES;
+    if ((int64_t)max_frames * d->upsample > INT_MAX / 2)
+        return qtts_fail(err, QTTS_ERR_LIMIT, "codec stream: %d frames per run is too many",
+                         max_frames);
+    qtts_codec_stream *s = qtts_calloc(1, sizeof(*s));
+    if (!s) return nomem(err, "codec stream");
+    s->d = d;
+    qtts_status st = scratch_alloc(d, max_frames, &s->s, err);
+    if (st == QTTS_OK &&
+        (!state_init(d, &s->st[0]) || !state_init(d, &s->st[1]) ||
+         !(s->discard = qtts_aligned_alloc(sizeof(float) * (size_t)max_frames * d->upsample))))
+        st = nomem(err, "codec stream state");
+    if (st != QTTS_OK) {
+        qtts_codec_stream_free(s);
+        return st;
+    }
+    *out = s;
+    return QTTS_OK;
+}
+
+void qtts_codec_stream_reset(qtts_codec_stream *s) {
+    if (!s) return;
+    state_reset(&s->st[0]);
+    state_reset(&s->st[1]);
+    s->cur = 0;
+    s->frame = 0;
+}
+
+int64_t qtts_codec_stream_frames(const qtts_codec_stream *s) { return s ? s->frame : 0; }
+
+void qtts_codec_stream_free(qtts_codec_stream *s) {
+    if (!s) return;
+    scratch_free(&s->s);
+    state_free(&s->st[0]);
+    state_free(&s->st[1]);
+    qtts_free(s->discard);
+    qtts_free(s);
+}
+
+/* Frames [w*CHUNK, (w+1)*CHUNK) are emitted from the state of window w,
+ * which has first consumed the LEFT_CONTEXT frames before w*CHUNK (none
+ * for w = 0); those frames go through both states, the newer one's output
+ * discarded. Runs never cross these boundaries. */
+qtts_status qtts_codec_stream_push(qtts_codec_stream *s, const int32_t *codes, int n,
+                                   float *wav_out, qtts_err *err) {
+    if (!s) return qtts_fail(err, QTTS_ERR_INVALID, "codec stream: NULL stream");
+    const qtts_codec_decoder *d = s->d;
+    qtts_status st = check_args(d, codes, n, wav_out, err);
+    if (st != QTTS_OK) return st;
+    const size_t U = (size_t)d->upsample;
+    while (n > 0) {
+        const int64_t f = s->frame, w0 = f / QTTS_CODEC_CHUNK * QTTS_CODEC_CHUNK;
+        const int64_t ctx0 = w0 + QTTS_CODEC_CHUNK - QTTS_CODEC_LEFT_CONTEXT;
+        const int64_t lim = f < ctx0 ? ctx0 : w0 + QTTS_CODEC_CHUNK;
+        const int m = (int)QTTS_MIN((int64_t)QTTS_MIN(n, s->s.tmax), lim - f);
+        st = run(d, &s->s, &s->st[s->cur], codes, m, wav_out, NULL, err);
+        if (st == QTTS_OK && f >= ctx0)
+            st = run(d, &s->s, &s->st[!s->cur], codes, m, s->discard, NULL, err);
+        if (st != QTTS_OK) return st;
+        s->frame += m;
+        codes += (size_t)m * d->n_q;
+        wav_out += (size_t)m * U;
+        n -= m;
+        if (s->frame == w0 + QTTS_CODEC_CHUNK) {
+            state_reset(&s->st[s->cur]);
+            s->cur = !s->cur;
+        }
+    }
+    return QTTS_OK;
 }
 
 qtts_status qtts_codec_decode(const qtts_codec_decoder *d, const int32_t *codes, int T,
                               float *wav_out, qtts_err *err) {
     qtts_status st = check_args(d, codes, T, wav_out, err);
     if (st != QTTS_OK || T == 0) return st;
-    /* windows exactly as the reference's chunked_decode */
-    int wmax = 0;
-    for (int start = 0; start < T;) {
-        const int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, T);
-        const int ctx = start - QTTS_CODEC_LEFT_CONTEXT > 0 ? QTTS_CODEC_LEFT_CONTEXT : start;
-        wmax = QTTS_MAX(wmax, end - start + ctx);
-        start = end;
-    }
-    scratch s;
-    st = scratch_alloc(d, wmax, &s, err);
+    /* the reference's chunked decode, as a stream in runs of up to
+     * QTTS_CODEC_STREAM_FRAMES frames: the same bits as decoding each
+     * window at once, in a fraction of the memory */
+    qtts_codec_stream *s;
+    st = qtts_codec_stream_new(d, QTTS_MIN(T, QTTS_CODEC_STREAM_FRAMES), &s, err);
     if (st != QTTS_OK) return st;
-    const size_t U = (size_t)d->upsample;
-    float *wtmp = qtts_aligned_alloc(sizeof(float) * U * wmax);
-    if (!wtmp) st = nomem(err, "window waveform");
-    for (int start = 0; st == QTTS_OK && start < T;) {
-        const int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, T);
-        const int ctx = start - QTTS_CODEC_LEFT_CONTEXT > 0 ? QTTS_CODEC_LEFT_CONTEXT : start;
-        st = window_run(d, &s, codes + (size_t)(start - ctx) * d->n_q, end - start + ctx, wtmp,
-                        NULL, err);
-        if (st == QTTS_OK)
-            memcpy(wav_out + (size_t)start * U, wtmp + (size_t)ctx * U,
-                   sizeof(float) * U * (size_t)(end - start));
-        start = end;
-    }
-    qtts_free(wtmp);
-    scratch_free(&s);
+    st = qtts_codec_stream_push(s, codes, T, wav_out, err);
+    qtts_codec_stream_free(s);
     return st;
 }

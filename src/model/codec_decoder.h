@@ -32,6 +32,7 @@
  * qtts_codec_decode runs the reference's chunked decode: windows of 300
  * frames, each decoded from scratch with up to 25 frames of left context
  * whose samples are dropped (positions and conv padding restart per window).
+ * qtts_codec_stream gives the same samples push by push.
  */
 #ifndef QTTS_CODEC_DECODER_H
 #define QTTS_CODEC_DECODER_H
@@ -138,8 +139,53 @@ qtts_status qtts_codec_decode_window(const qtts_codec_decoder *d, const int32_t 
                                      float *wav_out, const qtts_codec_hook *hook, qtts_err *err);
 
 /* The reference's decode: chunked_decode(chunk 300, left context 25) over
- * codes[T, n_q]; wav_out receives T * upsample samples. */
+ * codes[T, n_q]; wav_out receives T * upsample samples. Runs as a stream
+ * (below) over all T frames: the same bits, scratch for at most
+ * QTTS_CODEC_STREAM_FRAMES frames. */
 qtts_status qtts_codec_decode(const qtts_codec_decoder *d, const int32_t *codes, int T,
                               float *wav_out, qtts_err *err);
+
+/* ---- streaming ------------------------------------------------------------
+ * A stream decodes frames as they arrive and returns each push's audio at
+ * once: the concatenated output of any sequence of pushes is bit for bit
+ * qtts_codec_decode of all the frames (the reference's 300/25 chunked
+ * decode), with no look-ahead and no extra latency.
+ *
+ * How: the decoder is causal, so a window's samples for frame t depend only
+ * on the window's frames <= t. The stream keeps the window's causal state
+ * (the last (taps-1)*dilation input columns of every conv, the transformer's
+ * keys and values for its 72-position sliding window, the position) and
+ * carries it from push to push; each column is computed by the same code
+ * whatever the push size (kernels.h determinism rules), so pushes of any
+ * size give the bits of one run. For the window restart every 300 frames,
+ * the 25 frames before it also go through a fresh second state (its output
+ * dropped), which then continues as the new window: the reference's left
+ * context, at the same 25/300 extra cost.
+ *
+ * Cost: a push reads every decoder weight once (~0.45 GB in fp32 at full
+ * size), so pushes of a few frames or more amortise that; compute per frame
+ * is the same as a one-shot decode. A push longer than max_frames is run in
+ * pieces (same bits). */
+#define QTTS_CODEC_STREAM_FRAMES 16  /* default frames per run */
+
+typedef struct qtts_codec_stream qtts_codec_stream;
+
+/* A stream over decoder d (which must outlive it), with scratch for runs
+ * of max_frames frames (0: QTTS_CODEC_STREAM_FRAMES); scratch is ~2.3 MB
+ * per frame at full size. */
+qtts_status qtts_codec_stream_new(const qtts_codec_decoder *d, int max_frames,
+                                  qtts_codec_stream **out, qtts_err *err);
+
+/* Decode the next n frames codes[n, n_q]; wav_out receives their n *
+ * upsample samples. n = 0 is a no-op. Bad codes are QTTS_ERR_INVALID and
+ * leave the stream as it was; any other error leaves it undefined until
+ * qtts_codec_stream_reset. */
+qtts_status qtts_codec_stream_push(qtts_codec_stream *s, const int32_t *codes, int n,
+                                   float *wav_out, qtts_err *err);
+
+/* Back to frame 0 (a new utterance), keeping the scratch. */
+void qtts_codec_stream_reset(qtts_codec_stream *s);
+int64_t qtts_codec_stream_frames(const qtts_codec_stream *s);   /* frames pushed */
+void qtts_codec_stream_free(qtts_codec_stream *s);               /* NULL ok */
 
 #endif

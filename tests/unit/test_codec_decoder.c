@@ -440,6 +440,105 @@ static void test_chunked(void) {
     qtts_st_close(g);
 }
 
+/* The reference chunked decode over codes[T, n_q], one decode_window per
+ * window (a fresh state, one run): the stream's independent oracle. */
+static float *windows_decode(const qtts_codec_decoder *d, const int32_t *codes, int T) {
+    const size_t U = (size_t)d->upsample;
+    float *wav = malloc(sizeof(float) * U * T);
+    float *one = malloc(sizeof(float) * U * (QTTS_CODEC_CHUNK + QTTS_CODEC_LEFT_CONTEXT));
+    qtts_err err = {0};
+    for (int start = 0; start < T; start += QTTS_CODEC_CHUNK) {
+        const int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, T);
+        const int ctx = start > QTTS_CODEC_LEFT_CONTEXT ? QTTS_CODEC_LEFT_CONTEXT : start;
+        if (qtts_codec_decode_window(d, codes + (size_t)(start - ctx) * d->n_q, end - start + ctx,
+                                     one, NULL, &err) != QTTS_OK) {
+            fprintf(stderr, "  decode_window: %s\n", err.msg);
+            free(one), free(wav);
+            return NULL;
+        }
+        memcpy(wav + start * U, one + ctx * U, sizeof(float) * U * (end - start));
+    }
+    free(one);
+    return wav;
+}
+
+/* Pushes of the given sizes (cycled) through a stream with runs of at most
+ * max_frames; true if the output is bit for bit want. */
+static bool stream_matches(const qtts_codec_decoder *d, const int32_t *codes, int T,
+                           const float *want, int max_frames, const int *sizes, int n_sizes,
+                           qtts_codec_stream *reuse) {
+    const size_t U = (size_t)d->upsample;
+    qtts_codec_stream *s = reuse;
+    qtts_err err = {0};
+    if (!s && qtts_codec_stream_new(d, max_frames, &s, &err) != QTTS_OK) {
+        fprintf(stderr, "  stream_new: %s\n", err.msg);
+        return false;
+    }
+    float *wav = malloc(sizeof(float) * U * T);
+    bool ok = true;
+    for (int f = 0, k = 0; ok && f < T; k++) {
+        const int n = QTTS_MIN(sizes[k % n_sizes], T - f);
+        ok = qtts_codec_stream_push(s, codes + (size_t)f * d->n_q, n, wav + f * U, &err) == QTTS_OK;
+        if (!ok) fprintf(stderr, "  push: %s\n", err.msg);
+        f += n;
+        ok = ok && qtts_codec_stream_frames(s) == f;
+    }
+    ok = ok && memcmp(wav, want, sizeof(float) * U * T) == 0;
+    free(wav);
+    if (!reuse) qtts_codec_stream_free(s);
+    return ok;
+}
+
+/* Streaming equals the chunked decode bit for bit, across the window
+ * restarts at 300 and 600 and their 25-frame left contexts, for pushes of
+ * 1 frame, of odd sizes, of everything at once, with runs split by a
+ * small max_frames; reset starts over; bad codes leave the stream as it
+ * was. */
+static void test_stream(void) {
+    qtts_codec_decoder *d = load_model(DEFAULT_MODEL);
+    REQUIRE(d, "model");
+    const int T = 2 * QTTS_CODEC_CHUNK + 40, Q = d->n_q;
+    int32_t *codes = malloc(sizeof(int32_t) * T * Q);
+    uint64_t seed = 11;
+    for (int i = 0; i < T * Q; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        codes[i] = (int32_t)((seed >> 33) % (uint64_t)d->cb_size);
+    }
+    float *want = windows_decode(d, codes, T);
+    REQUIRE(want, "reference decode");
+    float *dec = malloc(sizeof(float) * (size_t)d->upsample * T);
+    qtts_err err = {0};
+    CHECK(qtts_codec_decode(d, codes, T, dec, &err) == QTTS_OK, "%s", err.msg);
+    CHECK(memcmp(dec, want, sizeof(float) * (size_t)d->upsample * T) == 0,
+          "qtts_codec_decode differs from the per-window decode");
+    free(dec);
+    const int one[] = {1}, odd[] = {3, 1, 7, 24, 2, 50, 13}, all[] = {T}, big[] = {37, 290, 5};
+    CHECK(stream_matches(d, codes, T, want, 0, one, 1, NULL), "pushes of 1 frame");
+    CHECK(stream_matches(d, codes, T, want, 16, odd, 7, NULL), "pushes of odd sizes");
+    CHECK(stream_matches(d, codes, T, want, 5, all, 1, NULL), "one push, runs of 5");
+    CHECK(stream_matches(d, codes, T, want, 300, big, 3, NULL), "large pushes");
+    /* reset, and bad codes in the middle of a stream */
+    qtts_codec_stream *s = NULL;
+    REQUIRE(qtts_codec_stream_new(d, 8, &s, &err) == QTTS_OK, "%s", err.msg);
+    CHECK(stream_matches(d, codes, QTTS_CODEC_CHUNK + 10, want, 8, odd, 7, s), "first use");
+    qtts_codec_stream_reset(s);
+    CHECK(qtts_codec_stream_frames(s) == 0, "reset");
+    float *w = malloc(sizeof(float) * (size_t)d->upsample * 4);
+    int32_t *bad = malloc(sizeof(int32_t) * 4 * Q);
+    memcpy(bad, codes, sizeof(int32_t) * 4 * Q);
+    bad[2 * Q + 3] = d->cb_size;
+    CHECK(qtts_codec_stream_push(s, bad, 4, w, &err) == QTTS_ERR_INVALID, "bad code accepted");
+    CHECK(qtts_codec_stream_frames(s) == 0, "a rejected push moved the stream");
+    CHECK(qtts_codec_stream_push(s, codes, 0, w, &err) == QTTS_OK, "n = 0");
+    CHECK(qtts_codec_stream_push(s, codes, -1, w, &err) == QTTS_ERR_INVALID, "n = -1 accepted");
+    CHECK(stream_matches(d, codes, T, want, 8, odd, 7, s), "after reset");
+    qtts_codec_stream_free(s);
+    qtts_codec_stream_free(NULL);
+    CHECK(qtts_codec_stream_new(d, -1, &s, &err) == QTTS_ERR_INVALID && s == NULL,
+          "max_frames = -1 accepted");
+    free(w), free(bad), free(want), free(codes);
+}
+
 static void test_bad_codes(void) {
     qtts_codec_decoder *d = load_model(DEFAULT_MODEL);
     REQUIRE(d, "model");
@@ -522,6 +621,7 @@ int main(void) {
     TEST_RUN(test_t0_t1);
     TEST_RUN(test_golden_cases);
     TEST_RUN(test_chunked);
+    TEST_RUN(test_stream);
     qtts_codec_decoder_free(cached);
     TEST_END();
 }

@@ -1,0 +1,372 @@
+/*
+ * conv.c - qtts_conv1d_run and qtts_snake_run: blocking, threading and
+ * instruction-set dispatch, plus the scalar table (conv_impl.h states the
+ * accumulation order every path reproduces).
+ *
+ * Blocking (a Goto-style GEMM; M = output rows, N = time, K = taps*cin):
+ * the work is cut into tasks of (row-group range) x (column-tile range),
+ * claimed by the thread pool in any order. Inside a task:
+ *
+ *   for each K block of kc rows:
+ *     for each column tile of the task:
+ *       pack the input panel xp[kc][nr]            (L1 resident)
+ *       for each row group of the task:
+ *         tile kernel: 8 x nr outputs += W[8][kc] x xp   (weights from L2)
+ *
+ * The task's accumulator tiles (groups x tiles x 8 x nr) and its weight
+ * block (groups x 8 x kc) are sized from the L2 size, so each weight block
+ * is read from memory once per task and each panel feeds every row group
+ * from L1. Tasks are cut finer when there are fewer than a few per thread.
+ * None of these choices changes a result bit (conv_impl.h).
+ *
+ * Workspace: each running task takes one per-thread buffer (accumulators +
+ * panel) from a qtts_conv_ws slot, claimed with an atomic bit mask; slots
+ * grow on the calling thread before the job starts, so tasks never
+ * allocate. If that allocation fails the conv still runs, on the caller,
+ * one tile and one row group at a time with buffers on the stack: slower,
+ * same bits.
+ *
+ * SnakeBeta runs row by row on the ISA's row function, rows split over the
+ * pool.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../base/thread.h"
+#include "conv_impl.h"
+#include "kernels_impl.h"
+
+#define MR QTTS_CONV_MR
+#define TASKS_PER_THREAD 4
+/* Below this many multiply-adds a conv runs on the caller alone. */
+#define MIN_PARALLEL_MACS (256 * 1024)
+/* Largest nr * kc of any table (the fallback's stack panel). */
+#define MAX_PANEL (48 * 256)
+#define MAX_NR 48
+
+/* ==== scalar table ======================================================== */
+
+float qtts_snake_ref(float x, float ea, float ib) {
+    const float u = ea * x;
+    float s2;
+    if (fabsf(u) <= QTTS_SNAKE_LIMIT) {
+        const float j = nearbyintf(u * QTTS_SNAKE_2_PI);
+        float r = fmaf(-j, QTTS_SNAKE_P1, u);
+        r = fmaf(-j, QTTS_SNAKE_P2, r);
+        r = fmaf(-j, QTTS_SNAKE_P3, r);
+        const float z = r * r;
+        if (((int)j & 1) == 0) {
+            const float p = fmaf(fmaf(QTTS_SNAKE_S3, z, QTTS_SNAKE_S2), z, QTTS_SNAKE_S1);
+            const float s = fmaf(r * z, p, r);
+            s2 = s * s;
+        } else {
+            const float p = fmaf(fmaf(QTTS_SNAKE_C3, z, QTTS_SNAKE_C2), z, QTTS_SNAKE_C1);
+            const float c = fmaf(z * z, p, fmaf(-0.5f, z, 1.0f));
+            s2 = c * c;
+        }
+    } else {
+        const float s = sinf(u);
+        s2 = s * s;
+    }
+    return fmaf(ib, s2, x);
+}
+
+static void snake_row_ref(float *y, const float *x, float ea, float ib, int n) {
+    for (int i = 0; i < n; i++) y[i] = qtts_snake_ref(x[i], ea, ib);
+}
+
+#define REF_NR 8
+
+static void tile_ref(const qtts_conv_tile *t) {
+    float acc[MR][REF_NR];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < REF_NR; j++) acc[r][j] = t->load ? t->acc[r * REF_NR + j] : 0.0f;
+    for (int k = 0; k < t->kc; k++) {
+        const float *w = t->w + (size_t)k * MR, *x = t->xp + (size_t)k * REF_NR;
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < REF_NR; j++) acc[r][j] = fmaf(w[r], x[j], acc[r][j]);
+    }
+    if (!t->y) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < REF_NR; j++) t->acc[r * REF_NR + j] = acc[r][j];
+        return;
+    }
+    for (int r = 0; r < t->rows; r++) {
+        float *yr = t->y + (size_t)r * t->ldy;
+        const float b = t->bias ? t->bias[r] : 0.0f;
+        for (int j = 0; j < t->cols; j++) {
+            const float v = acc[r][j] + b;
+            yr[j] = t->accumulate ? yr[j] + v : v;
+        }
+    }
+}
+
+const qtts_conv_isa qtts_conv_isa_ref = {"scalar", REF_NR, 256, tile_ref, snake_row_ref};
+
+/* ==== dispatch ============================================================= */
+
+int qtts_conv_isa_usable(const qtts_conv_isa **out, int cap) {
+    int n = 0;
+#if defined(__x86_64__)
+    if (qtts_isa_usable(&qtts_isa_avx512) && n < cap) out[n++] = &qtts_conv_isa_avx512;
+    if (qtts_isa_usable(&qtts_isa_avx2) && n < cap) out[n++] = &qtts_conv_isa_avx2;
+#endif
+    if (n < cap) out[n++] = &qtts_conv_isa_ref;
+    return n;
+}
+
+static const qtts_conv_isa *active;
+static size_t l2_bytes;
+static pthread_once_t active_once = PTHREAD_ONCE_INIT;
+
+static void pick_active(void) {
+    const qtts_conv_isa *t[4];
+    qtts_conv_isa_usable(t, 4);
+    active = t[0];
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    l2_bytes = l2 >= (64 << 10) && l2 <= (64 << 20) ? (size_t)l2 : (size_t)1 << 20;
+}
+
+const qtts_conv_isa *qtts_conv_isa_active(void) {
+    pthread_once(&active_once, pick_active);
+    return active;
+}
+
+const char *qtts_conv_isa_name(void) { return qtts_conv_isa_active()->name; }
+
+/* ==== workspace ============================================================ */
+
+struct qtts_conv_ws {
+    _Atomic uint64_t busy;            /* bit s: slot s is held by a running task */
+    float *buf[QTTS_MAX_THREADS];
+    size_t cap[QTTS_MAX_THREADS];     /* floats */
+};
+
+qtts_conv_ws *qtts_conv_ws_new(void) {
+    qtts_conv_ws *ws = qtts_calloc(1, sizeof(*ws));
+    if (ws) atomic_init(&ws->busy, 0);
+    return ws;
+}
+
+void qtts_conv_ws_free(qtts_conv_ws *ws) {
+    if (!ws) return;
+    for (int i = 0; i < QTTS_MAX_THREADS; i++) qtts_free(ws->buf[i]);
+    qtts_free(ws);
+}
+
+/* Makes slots 0..n-1 hold at least floats each; false on allocation failure. */
+static bool ws_reserve(qtts_conv_ws *ws, int n, size_t floats) {
+    for (int i = 0; i < n; i++) {
+        if (ws->cap[i] >= floats) continue;
+        qtts_free(ws->buf[i]);
+        ws->buf[i] = qtts_aligned_alloc(sizeof(float) * floats);
+        ws->cap[i] = ws->buf[i] ? floats : 0;
+        if (!ws->buf[i]) return false;
+    }
+    return true;
+}
+
+static int slot_claim(qtts_conv_ws *ws, int n) {
+    for (;;) {
+        uint64_t b = atomic_load_explicit(&ws->busy, memory_order_relaxed);
+        for (int s = 0; s < n; s++)
+            if (!(b & (1ull << s)) &&
+                atomic_compare_exchange_weak_explicit(&ws->busy, &b, b | (1ull << s),
+                                                      memory_order_acquire, memory_order_relaxed))
+                return s;
+    }
+}
+
+static void slot_release(qtts_conv_ws *ws, int s) {
+    atomic_fetch_and_explicit(&ws->busy, ~(1ull << s), memory_order_release);
+}
+
+/* ==== the conv ============================================================= */
+
+typedef struct {
+    const qtts_conv_isa *isa;
+    const qtts_conv1d *c;
+    float *y;
+    size_t ldy;
+    const float *x;
+    size_t ldx;
+    int n, K, nkb, ngroups, ntiles, kc;
+    int gpt, tpt, nmc;                /* groups / tiles per task, group chunks */
+    bool accumulate;
+    qtts_conv_ws *ws;
+    int nslots;
+} conv_job;
+
+/* Panel rows kk0..kk0+kc-1 for columns t0..t0+cols-1, zero past cols. */
+static void pack_panel(const conv_job *j, float *xp, int kk0, int kc, int t0, int cols) {
+    const int nr = j->isa->nr, cin = j->c->cin, taps = j->c->taps, dil = j->c->dil;
+    int tap = kk0 / cin, ci = kk0 % cin;
+    for (int i = 0; i < kc; i++) {
+        const float *src = j->x + (size_t)ci * j->ldx + t0 - (ptrdiff_t)(taps - 1 - tap) * dil;
+        float *dst = xp + (size_t)i * nr;
+        /* the next tile's columns of this row, read by the next pack */
+        __builtin_prefetch(src + nr);
+        __builtin_prefetch(src + nr + 16);
+        if (nr > 32) __builtin_prefetch(src + nr + 32);
+        if (cols == nr) {   /* fixed sizes, so that the copies are inlined */
+            if (nr == 48) memcpy(dst, src, sizeof(float) * 48);
+            else if (nr == 24) memcpy(dst, src, sizeof(float) * 24);
+            else memcpy(dst, src, sizeof(float) * (size_t)nr);
+        } else {
+            memcpy(dst, src, sizeof(float) * (size_t)cols);
+            memset(dst + cols, 0, sizeof(float) * (size_t)(nr - cols));
+        }
+        if (++ci == cin) ci = 0, tap++;
+    }
+}
+
+/* Groups g0..g1-1 x tiles t0..t1-1 with accumulators acc (groups x tiles
+ * x 8 x nr) and panel xp. */
+static void conv_block(const conv_job *j, int g0, int g1, int t0, int t1, float *acc, float *xp) {
+    const qtts_conv1d *c = j->c;
+    const int nr = j->isa->nr, kc = j->kc, ntl = t1 - t0;
+    for (int kb = 0; kb < j->nkb; kb++) {
+        const int kk0 = kb * kc, kcb = QTTS_MIN(kc, j->K - kk0);
+        const bool last = kb == j->nkb - 1;
+        for (int ti = t0; ti < t1; ti++) {
+            const int col = ti * nr, cols = QTTS_MIN(nr, j->n - col);
+            pack_panel(j, xp, kk0, kcb, col, cols);
+            for (int g = g0; g < g1; g++) {
+                const int row = g * MR;
+                qtts_conv_tile t = {
+                    .w = c->w + ((size_t)g * j->K + kk0) * MR,
+                    .xp = xp,
+                    .kc = kcb,
+                    .acc = acc + ((size_t)(g - g0) * ntl + (ti - t0)) * MR * nr,
+                    .load = kb > 0,
+                    .rows = QTTS_MIN(MR, c->cout - row),
+                };
+                if (last) {
+                    t.y = j->y + (size_t)row * j->ldy + col;
+                    t.ldy = j->ldy;
+                    t.bias = c->bias ? c->bias + row : NULL;
+                    t.cols = cols;
+                    t.accumulate = j->accumulate;
+                }
+                j->isa->tile(&t);
+            }
+        }
+    }
+}
+
+static size_t task_floats(const conv_job *j) {
+    return (size_t)j->gpt * j->tpt * MR * j->isa->nr + (size_t)j->kc * j->isa->nr;
+}
+
+static void conv_task(void *ctx, int task) {
+    const conv_job *j = ctx;
+    const int mc = task % j->nmc, nc = task / j->nmc;
+    const int g0 = mc * j->gpt, g1 = QTTS_MIN(j->ngroups, g0 + j->gpt);
+    const int t0 = nc * j->tpt, t1 = QTTS_MIN(j->ntiles, t0 + j->tpt);
+    const int s = slot_claim(j->ws, j->nslots);
+    float *acc = j->ws->buf[s];
+    conv_block(j, g0, g1, t0, t1, acc, acc + (size_t)j->gpt * j->tpt * MR * j->isa->nr);
+    slot_release(j->ws, s);
+}
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+void qtts_conv1d_run_isa(const qtts_conv_isa *isa, const qtts_conv1d *c, float *y, size_t ldy,
+                         const float *x, size_t ldx, int n, bool accumulate, qtts_conv_ws *ws) {
+    if (n <= 0) return;
+    qtts_conv_isa_active();   /* l2_bytes */
+    const int nr = isa->nr, kc = isa->kc;
+    conv_job j = {.isa = isa, .c = c, .y = y, .ldy = ldy, .x = x, .ldx = ldx, .n = n,
+                  .K = c->taps * c->cin, .ngroups = ceil_div(c->cout, MR),
+                  .ntiles = ceil_div(n, nr), .accumulate = accumulate};
+    j.nkb = ceil_div(j.K, kc);
+    j.kc = kc;
+    /* Weight block (groups x 8 x kc) in half the L2, accumulators in a quarter. */
+    const size_t l2 = l2_bytes;
+    int gpt = (int)QTTS_MAX((size_t)1, l2 / 2 / (sizeof(float) * MR * (size_t)QTTS_MIN(kc, j.K)));
+    gpt = QTTS_MIN(gpt, j.ngroups);
+    int nmc = ceil_div(j.ngroups, gpt);
+    int tpt = (int)QTTS_MAX((size_t)1, l2 / 4 / (sizeof(float) * MR * nr * (size_t)gpt));
+    tpt = QTTS_MIN(tpt, j.ntiles);
+    int nnc = ceil_div(j.ntiles, tpt);
+    const int threads = qtts_threads_count();
+    const double macs = (double)c->cout * j.K * n;
+    const bool parallel = threads > 1 && macs >= MIN_PARALLEL_MACS;
+    /* Enough tasks that a slow thread does not hold the others up: split
+     * the rows first (the weights are still read once), down to 64 rows a
+     * task, then the columns (each column chunk reads its weights again). */
+    while (parallel && nmc * nnc < TASKS_PER_THREAD * threads) {
+        if (gpt >= 16) nmc = ceil_div(j.ngroups, gpt = ceil_div(gpt, 2));
+        else if (tpt > 1) nnc = ceil_div(j.ntiles, tpt = ceil_div(tpt, 2));
+        else if (gpt > 1) nmc = ceil_div(j.ngroups, gpt = ceil_div(gpt, 2));
+        else break;
+    }
+    j.gpt = gpt = ceil_div(j.ngroups, nmc); /* balance the chunks */
+    j.tpt = tpt = ceil_div(j.ntiles, nnc);
+    j.nmc = nmc = ceil_div(j.ngroups, gpt);
+    nnc = ceil_div(j.ntiles, tpt);
+    const int tasks = nmc * nnc;
+    j.nslots = parallel ? QTTS_MIN(tasks, threads) : 1;
+    qtts_conv_ws *own = NULL;
+    if (!ws) ws = own = qtts_conv_ws_new();
+    j.ws = ws;
+    if (!ws || !ws_reserve(ws, j.nslots, task_floats(&j))) {
+        /* out of memory: one tile x one group at a time, same bits */
+        _Alignas(64) float acc[MR * MAX_NR];
+        _Alignas(64) float xp[MAX_PANEL];
+        QTTS_ASSERT(nr <= MAX_NR && (size_t)nr * kc <= MAX_PANEL);
+        for (int ti = 0; ti < j.ntiles; ti++)
+            for (int g = 0; g < j.ngroups; g++) conv_block(&j, g, g + 1, ti, ti + 1, acc, xp);
+    } else if (!parallel || tasks == 1) {
+        for (int t = 0; t < tasks; t++) conv_task(&j, t);
+    } else {
+        qtts_parallel_for(tasks, conv_task, &j);
+    }
+    qtts_conv_ws_free(own);
+}
+
+void qtts_conv1d_run(const qtts_conv1d *c, float *y, size_t ldy, const float *x, size_t ldx,
+                     int n, bool accumulate, qtts_conv_ws *ws) {
+    qtts_conv1d_run_isa(qtts_conv_isa_active(), c, y, ldy, x, ldx, n, accumulate, ws);
+}
+
+/* ==== SnakeBeta ============================================================ */
+
+typedef struct {
+    const qtts_conv_isa *isa;
+    float *y;
+    size_t ldy;
+    const float *x;
+    size_t ldx;
+    const float *ea, *ib;
+    int channels, n, per;
+} snake_job;
+
+static void snake_task(void *ctx, int t) {
+    const snake_job *j = ctx;
+    const int c1 = QTTS_MIN(j->channels, (t + 1) * j->per);
+    for (int c = t * j->per; c < c1; c++)
+        j->isa->snake(j->y + (size_t)c * j->ldy, j->x + (size_t)c * j->ldx, j->ea[c], j->ib[c],
+                      j->n);
+}
+
+void qtts_snake_run_isa(const qtts_conv_isa *isa, float *y, size_t ldy, const float *x,
+                        size_t ldx, const float *ea, const float *ib, int channels, int n) {
+    if (channels <= 0 || n <= 0) return;
+    const int threads = qtts_threads_count();
+    snake_job j = {isa, y, ldy, x, ldx, ea, ib, channels, n, channels};
+    if (threads > 1 && (double)channels * n >= 32768) {
+        j.per = ceil_div(channels, TASKS_PER_THREAD * threads);
+        qtts_parallel_for(ceil_div(channels, j.per), snake_task, &j);
+    } else {
+        snake_task(&j, 0);
+    }
+}
+
+void qtts_snake_run(float *y, size_t ldy, const float *x, size_t ldx, const float *ea,
+                    const float *ib, int channels, int n) {
+    qtts_snake_run_isa(qtts_conv_isa_active(), y, ldy, x, ldx, ea, ib, channels, n);
+}

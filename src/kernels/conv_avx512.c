@@ -1,0 +1,113 @@
+/*
+ * conv_avx512.c - AVX-512F conv tile kernel and SnakeBeta row (x86-64), in
+ * the orders of conv_impl.h; bit-identical to the scalar and AVX2 tables.
+ *
+ * Tile: all 8 rows x 48 columns at once: 8 x 3 zmm accumulators + 3 panel
+ * vectors (27 of 32 registers). Per panel row: 3 aligned loads and 24
+ * FMAs whose weight operand is an embedded {1to16} broadcast from the
+ * packed weights, so the loads stay well under the two FMA ports' needs.
+ * The last partial column group of y is read and written with masks.
+ *
+ * Snake: 16 lanes of the polynomial of conv_impl.h, parity blend by mask;
+ * lanes with |u| > 8192 or non-finite u are redone with libm sinf; the
+ * row's tail is the same code under a mask.
+ */
+#include "conv_impl.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+
+#define NR 48
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __mmask16 lanes_below(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+
+static void tile_avx512(const qtts_conv_tile *t) {
+    const float *w = t->w, *xp = t->xp;
+    float *acc = t->acc;
+    __m512 a[8][3];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++)
+#pragma GCC unroll 3
+        for (int v = 0; v < 3; v++)
+            a[r][v] = t->load ? _mm512_load_ps(acc + r * NR + 16 * v) : _mm512_setzero_ps();
+    for (int k = 0; k < t->kc; k++, xp += NR, w += QTTS_CONV_MR) {
+        const __m512 x0 = _mm512_load_ps(xp), x1 = _mm512_load_ps(xp + 16),
+                     x2 = _mm512_load_ps(xp + 32);
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+            const __m512 wr = _mm512_set1_ps(w[r]);
+            a[r][0] = _mm512_fmadd_ps(wr, x0, a[r][0]);
+            a[r][1] = _mm512_fmadd_ps(wr, x1, a[r][1]);
+            a[r][2] = _mm512_fmadd_ps(wr, x2, a[r][2]);
+        }
+    }
+    /* Through memory, so that the accumulators stay in registers above. */
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++)
+#pragma GCC unroll 3
+        for (int v = 0; v < 3; v++) _mm512_store_ps(acc + r * NR + 16 * v, a[r][v]);
+    if (!t->y) return;
+    for (int r = 0; r < t->rows; r++) {
+        float *yr = t->y + (size_t)r * t->ldy;
+        const __m512 b = _mm512_set1_ps(t->bias ? t->bias[r] : 0.0f);
+        for (int v = 0; v < 3 && 16 * v < t->cols; v++) {
+            const __mmask16 m = lanes_below(t->cols - 16 * v);
+            __m512 val = _mm512_add_ps(_mm512_load_ps(acc + r * NR + 16 * v), b);
+            if (t->accumulate) val = _mm512_add_ps(_mm512_maskz_loadu_ps(m, yr + 16 * v), val);
+            _mm512_mask_storeu_ps(yr + 16 * v, m, val);
+        }
+    }
+}
+
+/* ==== SnakeBeta =========================================================== */
+
+#define SET(c) _mm512_set1_ps(c)
+
+INLINE __m512 snake16(__m512 x, __m512 ea, __m512 ib) {
+    const __m512 u = _mm512_mul_ps(ea, x);
+    const __m512 j = _mm512_roundscale_ps(_mm512_mul_ps(u, SET(QTTS_SNAKE_2_PI)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(j, SET(QTTS_SNAKE_P1), u);
+    r = _mm512_fnmadd_ps(j, SET(QTTS_SNAKE_P2), r);
+    r = _mm512_fnmadd_ps(j, SET(QTTS_SNAKE_P3), r);
+    const __m512 z = _mm512_mul_ps(r, r);
+    const __m512 ps = _mm512_fmadd_ps(_mm512_fmadd_ps(SET(QTTS_SNAKE_S3), z, SET(QTTS_SNAKE_S2)),
+                                      z, SET(QTTS_SNAKE_S1));
+    const __m512 s = _mm512_fmadd_ps(_mm512_mul_ps(r, z), ps, r);
+    const __m512 pc = _mm512_fmadd_ps(_mm512_fmadd_ps(SET(QTTS_SNAKE_C3), z, SET(QTTS_SNAKE_C2)),
+                                      z, SET(QTTS_SNAKE_C1));
+    const __m512 c = _mm512_fmadd_ps(_mm512_mul_ps(z, z), pc,
+                                     _mm512_fmadd_ps(SET(-0.5f), z, SET(1.0f)));
+    const __mmask16 odd = _mm512_test_epi32_mask(_mm512_cvtps_epi32(j), _mm512_set1_epi32(1));
+    __m512 s2 = _mm512_mask_blend_ps(odd, _mm512_mul_ps(s, s), _mm512_mul_ps(c, c));
+    const __mmask16 big =
+        _mm512_cmp_ps_mask(_mm512_abs_ps(u), SET(QTTS_SNAKE_LIMIT), _CMP_NLE_UQ);
+    if (__builtin_expect(big != 0, 0)) {
+        float uu[16], ss[16];
+        _mm512_storeu_ps(uu, u);
+        _mm512_storeu_ps(ss, s2);
+        for (int l = 0; l < 16; l++)
+            if (big >> l & 1) {
+                const float sv = sinf(uu[l]);
+                ss[l] = sv * sv;
+            }
+        s2 = _mm512_loadu_ps(ss);
+    }
+    return _mm512_fmadd_ps(ib, s2, x);
+}
+
+static void snake_avx512(float *y, const float *x, float ea_, float ib_, int n) {
+    const __m512 ea = SET(ea_), ib = SET(ib_);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, snake16(_mm512_loadu_ps(x + i), ea, ib));
+    if (i < n) {
+        const __mmask16 m = lanes_below(n - i);
+        _mm512_mask_storeu_ps(y + i, m, snake16(_mm512_maskz_loadu_ps(m, x + i), ea, ib));
+    }
+}
+
+const qtts_conv_isa qtts_conv_isa_avx512 = {"avx512", NR, 128, tile_avx512, snake_avx512};
+
+#endif

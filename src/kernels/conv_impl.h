@@ -1,0 +1,110 @@
+/*
+ * conv_impl.h - the instruction-set layer behind qtts_conv1d_run and
+ * qtts_snake_run (kernels.h, "Blocked convolution" section). conv.c holds
+ * the blocking, threading and dispatch and the scalar table; conv_avx2.c
+ * and conv_avx512.c (compiled with their own flags, see the Makefile) each
+ * fill one qtts_conv_isa table. A file for another architecture compiles
+ * to nothing.
+ *
+ * ==== The convolution as a GEMM ===========================================
+ *
+ * Output rows come in groups of QTTS_CONV_MR = 8 (the packing of
+ * qtts_conv1d: w[g][kk][r], kk = tap * cin + ci, zero rows past cout), the
+ * time axis in tiles of `nr` columns, the reduction axis kk in blocks of
+ * `kc` rows. conv.c packs the input rows kk0..kk0+kc-1 of one column tile
+ * into a panel xp[kc][nr] (row kk is input channel ci shifted left by
+ * (taps-1-tap)*dil columns; columns at or past n are zero) and calls the
+ * ISA's tile kernel once per row group on it, with the group's kc x 8
+ * weights w[kk][r] (contiguous) and an 8 x nr accumulator tile.
+ *
+ * ==== Accumulation order (every path, bit for bit) ========================
+ *
+ * Each output y[co, t] is one fp32 chain in increasing kk, starting from
+ * +0: acc = fma(w[co, kk], x[kk, t], acc) (a fused multiply-add, one
+ * rounding), carried across K blocks through the accumulator tile (an exact
+ * fp32 store and reload); then v = acc + bias[co] (bias 0 when absent), and
+ * y = v, or y = y + v when accumulating. No lane, tile, block or thread
+ * boundary enters this order, so the result does not depend on n, on where
+ * a column sits, on the blocking chosen for this CPU's caches or on the
+ * thread count; and the scalar path (fmaf), AVX2 and AVX-512 give the same
+ * bits. It is not the order of qtts_conv1d_causal (separate multiply and
+ * add): against it, and against exact arithmetic, each output is within
+ * K * 2^-24 * sum_kk |w x| (+ one rounding of the bias add).
+ *
+ * ==== SnakeBeta ===========================================================
+ *
+ * y = x + ib * sin(ea * x)^2 per element, every path the same operations in
+ * fp32 (qtts_snake_ref in conv.c is the definition): u = ea * x; if
+ * |u| <= 8192, j = round-half-even(u * 2/pi), r = u - j*P1 - j*P2 - j*P3
+ * (three fmas, Cody-Waite with pi/2 = P1 + P2 + P3), z = r*r, s = sin(r)
+ * and c = cos(r) by the Cephes minimax polynomials on [-pi/4, pi/4] (Horner
+ * with fmas), sin(u)^2 = s*s for even j and c*c for odd j; otherwise (large
+ * or non-finite u) sinf(u)^2 from libm. Then y = fma(ib, sin^2, x).
+ * Max error of sin^2 against the exact value: a few units of 2^-24.
+ */
+#ifndef QTTS_CONV_IMPL_H
+#define QTTS_CONV_IMPL_H
+
+#include "kernels.h"
+
+/* One tile-kernel call: rows 0..7 of a group x columns 0..nr-1. */
+typedef struct {
+    const float *w;      /* [kc][8] packed weights of the group, from kk0 */
+    const float *xp;     /* [kc][nr] panel, 64-byte aligned */
+    int kc;
+    float *acc;          /* [8][nr] partial sums, 64-byte aligned */
+    bool load;           /* start from acc (else from +0) */
+    int rows;            /* rows < cout in this group (others may be skipped) */
+    /* Final block only (y != NULL): write rows < rows, columns < cols of
+     * y (row stride ldy) instead of acc. */
+    float *y;
+    size_t ldy;
+    const float *bias;   /* [rows] or NULL */
+    int cols;
+    bool accumulate;
+} qtts_conv_tile;
+
+typedef struct {
+    const char *name;
+    int nr;              /* columns per tile */
+    int kc;              /* reduction rows per panel */
+    void (*tile)(const qtts_conv_tile *t);
+    /* One row of SnakeBeta: y[i] = x[i] + ib * sin(ea * x[i])^2, i < n
+     * (y may alias x). */
+    void (*snake)(float *y, const float *x, float ea, float ib, int n);
+} qtts_conv_isa;
+
+extern const qtts_conv_isa qtts_conv_isa_ref;
+#if defined(__x86_64__)
+extern const qtts_conv_isa qtts_conv_isa_avx2, qtts_conv_isa_avx512;
+#endif
+
+/* Every table compiled in and usable on this CPU, fastest first, the
+ * scalar one last; returns the count (<= cap stored). */
+int qtts_conv_isa_usable(const qtts_conv_isa **out, int cap);
+/* The table qtts_conv1d_run / qtts_snake_run use. */
+const qtts_conv_isa *qtts_conv_isa_active(void);
+
+/* qtts_conv1d_run / qtts_snake_run on a given table (tests, benchmarks). */
+void qtts_conv1d_run_isa(const qtts_conv_isa *isa, const qtts_conv1d *c, float *y, size_t ldy,
+                         const float *x, size_t ldx, int n, bool accumulate, qtts_conv_ws *ws);
+void qtts_snake_run_isa(const qtts_conv_isa *isa, float *y, size_t ldy, const float *x,
+                        size_t ldx, const float *ea, const float *ib, int channels, int n);
+
+/* The definition of the SnakeBeta order above, one element. */
+float qtts_snake_ref(float x, float ea, float ib);
+
+/* Constants of that definition (shared by every path). */
+#define QTTS_SNAKE_LIMIT 8192.0f
+#define QTTS_SNAKE_2_PI 0.636619772367581343f   /* 2/pi */
+#define QTTS_SNAKE_P1 1.5703125f                 /* pi/2 = P1 + P2 + P3 */
+#define QTTS_SNAKE_P2 4.837512969970703125e-4f
+#define QTTS_SNAKE_P3 7.54978995489188216e-8f
+#define QTTS_SNAKE_S1 -1.6666654611e-1f          /* sin r = r + r z (S1 + z (S2 + z S3)) */
+#define QTTS_SNAKE_S2 8.3321608736e-3f
+#define QTTS_SNAKE_S3 -1.9515295891e-4f
+#define QTTS_SNAKE_C1 4.166664568298827e-2f      /* cos r = 1 - z/2 + z^2 (C1 + z (C2 + z C3)) */
+#define QTTS_SNAKE_C2 -1.388731625493765e-3f
+#define QTTS_SNAKE_C3 2.443315711809948e-5f
+
+#endif

@@ -1,0 +1,318 @@
+/*
+ * test_kernels_conv.c - the blocked convolution and SnakeBeta paths
+ * (kernels.h "Blocked convolution", conv_impl.h) on every instruction set
+ * this CPU runs:
+ *
+ *   - each SIMD path bit for bit against the scalar table (the order of
+ *     conv_impl.h), over shapes that exercise partial row groups, partial
+ *     column tiles, several K blocks, dilation and accumulation;
+ *   - the scalar table against a double-precision definition within the
+ *     stated bound (K * 2^-24 * sum |w x| + the bias add);
+ *   - column independence: a column's bits do not depend on n or on where
+ *     the run starts (what makes streamed decoding exact);
+ *   - thread-count independence (1, 2 and 3 threads, shared workspace);
+ *   - SnakeBeta rows against qtts_snake_ref bit for bit (tails, |u| past
+ *     the polynomial's range, inf/NaN), and against double sin^2.
+ *
+ * `make check-conv-emu` builds this with -DQTTS_TEST_CONV_EMU and adds the
+ * AVX-512 file compiled on scalar stand-ins (tests/conv_isa_emu.h).
+ */
+#include "harness.h"
+
+#include <stdint.h>
+
+#include "base/thread.h"
+#include "kernels/conv_impl.h"
+
+#ifdef QTTS_TEST_CONV_EMU
+extern const qtts_conv_isa qtts_conv_isa_avx512_emu;
+#endif
+
+static const qtts_conv_isa *isas[8];
+static int n_isas;
+
+static float frand(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*s >> 40) & 0xffffff) / 8388608.0f - 1.0f; /* [-1, 1) */
+}
+
+static void list_isas(void) {
+    n_isas = qtts_conv_isa_usable(isas, 8);
+#ifdef QTTS_TEST_CONV_EMU
+    for (int i = 0; i < n_isas; i++)
+        if (!strcmp(isas[i]->name, "avx2")) {
+            isas[n_isas++] = &qtts_conv_isa_avx512_emu;
+            printf("  added avx512 on emulated intrinsics\n");
+            break;
+        }
+#endif
+    printf("  paths tested:");
+    for (int i = 0; i < n_isas; i++)
+        printf(" %s%s", isas[i] == qtts_conv_isa_active() ? "*" : "", isas[i]->name);
+    printf("  (* = used here)\n");
+}
+
+static const qtts_conv_isa *ref_isa(void) { return &qtts_conv_isa_ref; }
+
+typedef struct {
+    int cout, cin, taps, dil, n;
+    bool bias, accumulate;
+} conv_case;
+
+static const conv_case cases[] = {
+    {1, 3, 7, 1, 5, true, false},       /* one row, one partial tile */
+    {8, 8, 1, 1, 16, true, false},
+    {13, 5, 7, 3, 29, true, true},      /* partial row group, accumulate */
+    {17, 9, 3, 9, 8, false, false},     /* no bias */
+    {24, 16, 7, 1, 61, true, false},
+    {4, 2, 7, 1, 100, true, false},     /* rows < 4: the second half skipped */
+    {40, 70, 7, 9, 130, true, true},    /* K = 490: two K blocks on every path */
+    {96, 300, 2, 1, 100, true, false},  /* K = 600 */
+    {5, 600, 1, 1, 50, true, true},     /* 1x1 with three K blocks */
+    {72, 33, 7, 3, 250, true, false},   /* several column tiles */
+};
+
+typedef struct {
+    qtts_conv1d c;
+    float *w, *b, *x, *y0;
+    size_t ldx;
+    int P;
+} conv_data;
+
+static bool conv_data_new(conv_data *d, const conv_case *k, uint64_t *seed) {
+    memset(d, 0, sizeof(*d));
+    d->P = (k->taps - 1) * k->dil;
+    d->ldx = (size_t)k->n + d->P + 3;
+    const size_t nw = (size_t)k->cout * k->cin * k->taps;
+    d->w = malloc(sizeof(float) * nw);
+    d->b = malloc(sizeof(float) * k->cout);
+    d->x = calloc((size_t)k->cin * d->ldx, sizeof(float));
+    d->y0 = malloc(sizeof(float) * (size_t)k->cout * (k->n + 2));
+    for (size_t i = 0; i < nw; i++) d->w[i] = frand(seed);
+    for (int i = 0; i < k->cout; i++) d->b[i] = frand(seed);
+    for (int c = 0; c < k->cin; c++)
+        for (int t = 0; t < k->n; t++) d->x[c * d->ldx + d->P + t] = frand(seed);
+    for (size_t i = 0; i < (size_t)k->cout * (k->n + 2); i++) d->y0[i] = frand(seed);
+    return qtts_conv1d_init(&d->c, d->w, k->bias ? d->b : NULL, k->cout, k->cin, k->taps, k->dil);
+}
+
+static void conv_data_free(conv_data *d) {
+    qtts_conv1d_free(&d->c);
+    free(d->w), free(d->b), free(d->x), free(d->y0);
+}
+
+/* y[cout, n + 2] (stride n + 2, starting from y0) after the conv on isa. */
+static float *run_conv(const qtts_conv_isa *isa, const conv_data *d, const conv_case *k,
+                       qtts_conv_ws *ws) {
+    const size_t ldy = (size_t)k->n + 2;
+    float *y = malloc(sizeof(float) * k->cout * ldy);
+    memcpy(y, d->y0, sizeof(float) * k->cout * ldy);
+    qtts_conv1d_run_isa(isa, &d->c, y, ldy, d->x + d->P, d->ldx, k->n, k->accumulate, ws);
+    return y;
+}
+
+static void test_conv_paths(void) {
+    uint64_t seed = 1;
+    for (size_t ci = 0; ci < QTTS_ARRAY_LEN(cases); ci++) {
+        const conv_case *k = &cases[ci];
+        conv_data d;
+        const bool inited = conv_data_new(&d, k, &seed);
+        REQUIRE(inited, "init");
+        const size_t ldy = (size_t)k->n + 2;
+        float *ref = run_conv(ref_isa(), &d, k, NULL);
+        /* scalar table against the exact sum */
+        double worst = 0;
+        bool untouched = true;
+        for (int o = 0; o < k->cout; o++) {
+            for (int t = 0; t < k->n; t++) {
+                double s = 0, mag = 0;
+                for (int c = 0; c < k->cin; c++)
+                    for (int j = 0; j < k->taps; j++) {
+                        const double p = (double)d.w[(o * k->cin + c) * k->taps + j] *
+                                         d.x[c * d.ldx + d.P + t - (k->taps - 1 - j) * k->dil];
+                        s += p;
+                        mag += fabs(p);
+                    }
+                const double b = k->bias ? d.b[o] : 0, y0 = k->accumulate ? d.y0[o * ldy + t] : 0;
+                const double want = y0 + (s + b);
+                const double bound = (k->cin * k->taps + 2) * 0x1p-24 * (mag + fabs(b) + fabs(y0)) + 1e-30;
+                worst = fmax(worst, fabs(ref[o * ldy + t] - want) / bound);
+            }
+            for (int t = k->n; t < k->n + 2; t++) untouched &= ref[o * ldy + t] == d.y0[o * ldy + t];
+        }
+        CHECK(worst <= 1.0, "case %zu: scalar table off by %.3g of its bound", ci, worst);
+        CHECK(untouched, "case %zu: wrote past n", ci);
+        for (int i = 0; i < n_isas; i++) {
+            float *y = run_conv(isas[i], &d, k, NULL);
+            CHECK(memcmp(y, ref, sizeof(float) * k->cout * ldy) == 0,
+                  "case %zu: %s differs from the scalar table", ci, isas[i]->name);
+            free(y);
+        }
+        free(ref);
+        conv_data_free(&d);
+    }
+}
+
+/* A column's bits do not depend on n or on where the run starts. */
+static void test_conv_columns(void) {
+    uint64_t seed = 2;
+    const conv_case k = {40, 70, 7, 9, 130, true, false};
+    conv_data d;
+    const bool inited = conv_data_new(&d, &k, &seed);
+    REQUIRE(inited, "init");
+    for (int i = 0; i < n_isas; i++) {
+        float *full = run_conv(isas[i], &d, &k, NULL);
+        const size_t ldy = (size_t)k.n + 2;
+        const int cuts[][2] = {{0, 1}, {0, 47}, {5, 60}, {49, 81}, {97, 130}};
+        for (size_t c = 0; c < QTTS_ARRAY_LEN(cuts); c++) {
+            const int t0 = cuts[c][0], m = cuts[c][1] - t0;
+            float *y = malloc(sizeof(float) * k.cout * m);
+            qtts_conv1d_run_isa(isas[i], &d.c, y, (size_t)m, d.x + d.P + t0, d.ldx, m, false, NULL);
+            bool same = true;
+            for (int o = 0; o < k.cout; o++)
+                same &= memcmp(y + (size_t)o * m, full + o * ldy + t0, sizeof(float) * m) == 0;
+            CHECK(same, "%s: columns %d..%d alone differ", isas[i]->name, t0, cuts[c][1]);
+            free(y);
+        }
+        free(full);
+    }
+    conv_data_free(&d);
+}
+
+/* Same bits at 1, 2 and 3 threads, with one workspace reused throughout. */
+static void test_conv_threads(void) {
+    uint64_t seed = 3;
+    const conv_case cs[] = {{96, 96, 7, 3, 700, true, true}, {200, 64, 2, 1, 300, true, false},
+                            {8, 512, 1, 1, 900, false, true}};
+    qtts_conv_ws *ws = qtts_conv_ws_new();
+    REQUIRE(ws, "workspace");
+    for (size_t ci = 0; ci < QTTS_ARRAY_LEN(cs); ci++) {
+        conv_data d;
+        const bool inited = conv_data_new(&d, &cs[ci], &seed);
+        REQUIRE(inited, "init");
+        for (int i = 0; i < n_isas; i++) {
+            qtts_threads_init(1);
+            float *y1 = run_conv(isas[i], &d, &cs[ci], ws);
+            for (int th = 2; th <= 3; th++) {
+                qtts_threads_init(th);
+                for (int rep = 0; rep < 2; rep++) {
+                    float *y = run_conv(isas[i], &d, &cs[ci], ws);
+                    CHECK(memcmp(y, y1, sizeof(float) * cs[ci].cout * (cs[ci].n + 2)) == 0,
+                          "case %zu: %s at %d threads differs from 1 thread", ci,
+                          isas[i]->name, th);
+                    free(y);
+                }
+            }
+            free(y1);
+        }
+        conv_data_free(&d);
+    }
+    qtts_threads_init(1);
+    qtts_conv_ws_free(ws);
+}
+
+/* The public entry points take the active table. */
+static void test_conv_public(void) {
+    uint64_t seed = 4;
+    const conv_case k = {13, 5, 7, 3, 29, true, true};
+    conv_data d;
+    const bool inited = conv_data_new(&d, &k, &seed);
+    REQUIRE(inited, "init");
+    float *ref = run_conv(qtts_conv_isa_active(), &d, &k, NULL);
+    const size_t ldy = (size_t)k.n + 2;
+    float *y = malloc(sizeof(float) * k.cout * ldy);
+    memcpy(y, d.y0, sizeof(float) * k.cout * ldy);
+    qtts_conv1d_run(&d.c, y, ldy, d.x + d.P, d.ldx, k.n, true, NULL);
+    CHECK(memcmp(y, ref, sizeof(float) * k.cout * ldy) == 0, "qtts_conv1d_run");
+    CHECK(strcmp(qtts_conv_isa_name(), qtts_conv_isa_active()->name) == 0, "name");
+    free(y), free(ref);
+    conv_data_free(&d);
+}
+
+static void test_snake(void) {
+    enum { N = 37, C = 6 };
+    uint64_t seed = 5;
+    float x[C][N], ea[C], ib[C];
+    for (int c = 0; c < C; c++) {
+        ea[c] = expf(2.0f * frand(&seed));
+        ib[c] = 1.0f / (expf(frand(&seed)) + 1e-9f);
+        for (int t = 0; t < N; t++) x[c][t] = 12.0f * frand(&seed);
+    }
+    /* the polynomial's edges, its range limit and the libm fallback */
+    x[0][0] = 0.0f, x[0][1] = -0.0f, x[0][2] = 1e-30f, x[0][3] = 3.0f * 1.5707963f;
+    x[1][0] = 9000.0f, x[1][1] = -1e6f, x[1][2] = 8191.99f, x[1][3] = 1e30f;
+    x[2][5] = INFINITY, x[2][6] = -INFINITY, x[2][7] = NAN;
+    ea[1] = 1.0f;
+    /* against double precision (finite values) */
+    double e = 0;
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < N; t++) {
+            const float v = qtts_snake_ref(x[c][t], ea[c], ib[c]);
+            if (!isfinite(x[c][t])) {
+                CHECK(isnan(v) || isinf(x[c][t]), "snake(%g) = %g", x[c][t], v);
+                continue;
+            }
+            const double u = (double)ea[c] * x[c][t], s = sin(u);
+            const double want = x[c][t] + (double)ib[c] * s * s;
+            /* the argument u is rounded to fp32 first: sin' = cos */
+            const double tol = 4 * 0x1p-24 * (fabs(want) + ib[c] * (1 + fabs(u)));
+            e = fmax(e, fabs(v - want) / tol);
+        }
+    CHECK(e <= 1.0, "snake ref off by %.3g of its bound", e);
+    /* every path, every row length (tails), bit for bit */
+    for (int i = 0; i < n_isas; i++)
+        for (int n = 0; n <= N; n++) {
+            float y[C][N + 1];
+            for (int c = 0; c < C; c++) y[c][n] = 7.0f;
+            qtts_snake_run_isa(isas[i], &y[0][0], N + 1, &x[0][0], N, ea, ib, C, n);
+            bool same = true;
+            for (int c = 0; c < C; c++) {
+                for (int t = 0; t < n; t++) {
+                    const float r = qtts_snake_ref(x[c][t], ea[c], ib[c]);
+                    same &= memcmp(&y[c][t], &r, 4) == 0 || (isnan(r) && isnan(y[c][t]));
+                }
+                same &= y[c][n] == 7.0f;
+            }
+            CHECK(same, "%s: snake rows of %d differ from qtts_snake_ref", isas[i]->name, n);
+        }
+    /* in place, through the public entry */
+    float z[C][N];
+    memcpy(z, x, sizeof(z));
+    qtts_snake_run(&z[0][0], N, &z[0][0], N, ea, ib, C, N);
+    bool same = true;
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < N; t++) {
+            const float r = qtts_snake_ref(x[c][t], ea[c], ib[c]);
+            same &= memcmp(&z[c][t], &r, 4) == 0 || (isnan(r) && isnan(z[c][t]));
+        }
+    CHECK(same, "in-place qtts_snake_run");
+}
+
+/* Large rows through the pool: same bits at any thread count. */
+static void test_snake_threads(void) {
+    const int C = 64, n = 1000;
+    uint64_t seed = 6;
+    float *x = malloc(sizeof(float) * C * n), *y1 = malloc(sizeof(float) * C * n),
+          *y2 = malloc(sizeof(float) * C * n), ea[64], ib[64];
+    for (int i = 0; i < C * n; i++) x[i] = 5.0f * frand(&seed);
+    for (int c = 0; c < C; c++) ea[c] = 1.0f + frand(&seed), ib[c] = 0.5f;
+    qtts_threads_init(1);
+    qtts_snake_run(y1, n, x, n, ea, ib, C, n);
+    qtts_threads_init(2);
+    qtts_snake_run(y2, n, x, n, ea, ib, C, n);
+    qtts_threads_init(1);
+    CHECK(memcmp(y1, y2, sizeof(float) * C * n) == 0, "snake at 2 threads differs");
+    free(x), free(y1), free(y2);
+}
+
+int main(void) {
+    list_isas();
+    TEST_RUN(test_conv_paths);
+    TEST_RUN(test_conv_columns);
+    TEST_RUN(test_conv_threads);
+    TEST_RUN(test_conv_public);
+    TEST_RUN(test_snake);
+    TEST_RUN(test_snake_threads);
+    qtts_threads_shutdown();
+    TEST_END();
+}
