@@ -56,7 +56,7 @@
 #include "server/scheduler.h"
 
 #define SAMPLES_PER_FRAME 1920            /* 24 kHz / 12.5 Hz */
-#define CONN_STACK (256 * 1024)
+#define CONN_STACK (512 * 1024)   /* the audio encoders run on it too */
 #define SSE_PIECE 49152                   /* raw bytes per SSE delta (64 KiB base64) */
 
 enum { PHASE_LOADING, PHASE_READY, PHASE_DRAINING, PHASE_FAILED };
@@ -1054,7 +1054,13 @@ static void reject_conn(qtts_server *s, int fd) {
 static void accept_ready(qtts_server *s) {
     for (;;) {
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return;   /* EAGAIN, or EMFILE & co: try again on the next poll */
+        if (fd < 0) {
+            /* Out of descriptors or memory: the listener stays readable, so
+             * back off instead of spinning (signals wait in the pipe). */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                usleep(50000);
+            return;
+        }
         pthread_mutex_lock(&s->mu);
         bool full = s->n_conns >= s->cfg.max_connections;
         if (!full) s->n_conns++;
