@@ -15,7 +15,8 @@
  *   done      tasks finished; the caller returns when it reaches n_tasks.
  *
  * Workers wait for the generation counter `gen` to change: first spinning
- * (SPIN_NS, a CPU pause per poll), then on the condition variable. The
+ * (a CPU pause per poll, then also yielding the CPU; SPIN_NS in all), then
+ * on the condition variable. The
  * sleep/wake hand-off is the usual Dekker pair on seq_cst atomics: a worker
  * increments `sleepers` and then re-reads `gen` under `mu`; the caller
  * bumps `gen` and then reads `sleepers`, broadcasting under `mu` if
@@ -36,8 +37,13 @@
 
 /* How long an idle worker polls before blocking. Between the matmuls of
  * one decode step the gaps are tens of microseconds; between steps
- * (sampling, attention over a long context) they can reach a millisecond. */
+ * (sampling, attention over a long context) they can reach a millisecond.
+ * After YIELD_AFTER_NS each poll also yields the CPU: on an idle machine
+ * sched_yield returns at once, on a loaded one (more runnable threads than
+ * cores) it lets others run, our own caller included when the scheduler
+ * put both on one core, instead of burning the time slice. */
 #define SPIN_NS 500000L
+#define YIELD_AFTER_NS 20000L
 
 struct qtts_pool {
     int n;                      /* participants, the caller included */
@@ -93,13 +99,14 @@ static void run_tasks(qtts_pool *p) {
 
 /* Waits until gen differs from seen; returns the new value. */
 static uint32_t wait_gen(qtts_pool *p, uint32_t seen) {
-    long t0 = 0;
+    long t0 = 0, t = 0;
     for (unsigned i = 1;; i++) {
         uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (g != seen) return g;
         cpu_relax();
-        if ((i & 255) == 0) {
-            long t = now_ns();
+        if (t0 && t - t0 > YIELD_AFTER_NS) sched_yield();
+        if ((i & 63) == 0) {
+            t = now_ns();
             if (!t0) t0 = t;
             else if (t - t0 > SPIN_NS) break;
         }
@@ -191,7 +198,7 @@ void qtts_pool_run(qtts_pool *p, int n_tasks, qtts_task_fn fn, void *ctx) {
     run_tasks(p);
     for (unsigned i = 1; atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks; i++) {
         cpu_relax();
-        if ((i & 1023) == 0) sched_yield();   /* a claimed task's thread was descheduled */
+        if ((i & 255) == 0) sched_yield();   /* a claimed task's thread was descheduled */
     }
     pthread_mutex_unlock(&p->run_mu);
 }
