@@ -9,6 +9,8 @@
 #   make check-arm  cross-compile for aarch64 and run the kernel tests under
 #                   qemu (needs gcc-aarch64-linux-gnu; qemu-user optional)
 #   make check-isa-emu  the AVX-512/AVX-VNNI kernels' logic on an AVX2 CPU
+#   make cuda       build build-cuda/qwen3-tts with the CUDA backend (needs nvcc)
+#   make test-cuda  the CUDA op-parity and end-to-end tests (a GPU; skips without one)
 #   make check-conv-emu  the AVX-512 conv kernels' logic on an AVX2 CPU
 #   make fuzz-wav   libFuzzer (clang) on the WAV parser + resampler for FUZZ_TIME s
 #   make fuzz-http / fuzz-json   libFuzzer on the server's HTTP head parser /
@@ -41,7 +43,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libqtts.a
 BIN      := $(BUILD)/qwen3-tts
 
-.PHONY: all test test-asan test-tsan test-some bench-kernels bench-codec check-arm check-isa-emu check-conv-emu fuzz-wav fuzz-http fuzz-json fuzz-server clean
+.PHONY: all test test-asan test-tsan test-some bench-kernels bench-codec check-arm check-isa-emu check-conv-emu fuzz-wav fuzz-http fuzz-json fuzz-server clean cuda test-cuda bench-cuda
 all: $(BIN)
 
 # Per-ISA kernel files (src/kernels/kernels_<isa>.c) are the only objects
@@ -194,6 +196,55 @@ fuzz-json: $(FUZZ_BUILD)/fuzz_json_request
 fuzz-server: fuzz-http fuzz-json
 
 clean:
-	rm -rf build build-asan build-tsan build-arm $(FUZZ_BUILD)
+	rm -rf build build-asan build-tsan build-arm $(FUZZ_BUILD) $(CUDA_BUILD)
 
 -include $(OBJ:.o=.d) $(APP_OBJ:.o=.d)
+
+# ---- CUDA backend (src/backend/cuda, docs/BACKENDS.md) ----------------------
+# make cuda / test-cuda / bench-cuda re-run make with BUILD=$(CUDA_BUILD) and
+# QTTS_CUDA=1: the same C sources plus the .cu files (nvcc), QTTS_HAVE_CUDA
+# defined (only src/backend/backend.c reads it) and the CUDA runtime linked.
+# CUDA_ARCH: Hopper machine code (sm_90a) plus compute_80 PTX, which the
+# driver compiles at start on any other GPU of compute capability >= 8.0.
+# --fmad=false keeps a*b+c unfused, like the C code's -ffp-contract=off.
+CUDA_HOME  ?= /usr/local/cuda
+NVCC       ?= $(shell command -v nvcc 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
+CUDA_ARCH  ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=compute_80
+NVCCFLAGS  ?= -O3 -std=c++17 --fmad=false -Xcompiler -Wall
+CUDA_BUILD ?= build-cuda
+CU_SRC     := $(sort $(wildcard src/backend/cuda/*.cu))
+CU_OBJ     := $(CU_SRC:%.cu=$(BUILD)/%.o)
+
+ifeq ($(QTTS_CUDA),1)
+CFLAGS_BASE += -DQTTS_HAVE_CUDA
+LDLIBS      += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++ -ldl -lrt
+$(LIB): $(CU_OBJ)
+endif
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCH) -Iinclude -Isrc -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/test_cuda_ops: tests/cuda/test_cuda_ops.c tests/harness.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Itests -DQTTS_FIXTURES='"tests/fixtures"' -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/bench_backend: tools/bench_backend.c $(LIB)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+cuda:
+	$(MAKE) BUILD=$(CUDA_BUILD) QTTS_CUDA=1 $(CUDA_BUILD)/qwen3-tts
+
+test-cuda:
+	$(MAKE) BUILD=$(CUDA_BUILD) QTTS_CUDA=1 $(CUDA_BUILD)/qwen3-tts $(CUDA_BUILD)/tests/test_cuda_ops
+	$(CUDA_BUILD)/tests/test_cuda_ops
+
+# Per-frame timings of a backend on a model directory (not a test), e.g.
+#   make bench-cuda BENCH_MODEL=/path/to/Qwen3-TTS-12Hz-0.6B-CustomVoice
+BENCH_MODEL ?= tests/fixtures/models/cv06
+BENCH_BACKEND_ARGS ?= --backend cuda
+bench-cuda:
+	$(MAKE) BUILD=$(CUDA_BUILD) QTTS_CUDA=1 $(CUDA_BUILD)/bench_backend
+	$(CUDA_BUILD)/bench_backend $(BENCH_MODEL) $(BENCH_BACKEND_ARGS)
+
+-include $(CU_OBJ:.o=.d)
