@@ -640,11 +640,10 @@ static void test_graphs_off(void) {
     if (!g_model_ok) return;
     const qtts_talker_weights *w = g_m.w;
     qtts_err err = {0};
-    setenv("QTTS_CUDA_GRAPHS", "0", 1);
     qtts_backend *ng = NULL;
     qtts_status st = qtts_backend_open("cuda", g_m.w, NULL, &ng, &err);
-    unsetenv("QTTS_CUDA_GRAPHS");
     REQUIRE(st == QTTS_OK, "%s", err.msg);
+    qtts_cuda_test_set_graphs(ng, false);
     qtts_backend *bes[2] = {g_m.gpu, ng};
     const int H = w->hidden, V = w->vocab, G = w->n_groups, L = 20;
     float *emb = falloc((size_t)L * H), *text = falloc(H), *lg[2], *hg[2];

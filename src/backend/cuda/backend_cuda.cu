@@ -26,8 +26,8 @@
  *             waveform comes back.
  * Step and CP frame are captured once per batch size as CUDA graphs whose
  * inputs and outputs are pinned host buffers copied by graph nodes; a
- * replay is one launch (QTTS_CUDA_GRAPHS=0 disables the graphs, e.g. to
- * compare). Positions beyond the current capacity reallocate the score
+ * replay is one launch (qtts_cuda_test_set_graphs turns them off so the
+ * tests can compare). Positions beyond the current capacity reallocate the score
  * scratch and RoPE table and drop the graphs.
  *
  * Device faults and launch failures are reported as QTTS_ERR_IO ("CUDA:
@@ -1206,8 +1206,8 @@ static const qtts_backend_ops cuda_ops = {
 
 __global__ void k_probe(int *x) { *x = 42; }
 
-/* Select the device (QTTS_CUDA_DEVICE, default 0) and check that this
- * build's kernels run on it. */
+/* Select device 0 (on a multi-GPU machine, CUDA_VISIBLE_DEVICES chooses
+ * which one that is) and check that this build's kernels run on it. */
 static qtts_status select_device(int *dev, char *desc, size_t cap, qtts_err *err) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -1229,16 +1229,7 @@ static qtts_status select_device(int *dev, char *desc, size_t cap, qtts_err *err
         return qtts_fail(err, QTTS_ERR_UNSUPPORTED, "no CUDA device (%s)",
                          e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
     }
-    int d = 0;
-    const char *env = getenv("QTTS_CUDA_DEVICE");
-    if (env && *env) {
-        char *end;
-        long v = strtol(env, &end, 10);
-        if (*end || v < 0 || v >= count)
-            return qtts_fail(err, QTTS_ERR_INVALID,
-                             "QTTS_CUDA_DEVICE=%s: not a device index (this machine has %d)", env, count);
-        d = (int)v;
-    }
+    const int d = 0;
     CU_TRY(cudaSetDevice(d), "select device");
     cudaDeviceProp p;
     CU_TRY(cudaGetDeviceProperties(&p, d), "device properties");
@@ -1268,8 +1259,7 @@ static qtts_status open_impl(cuda_backend *b, const qtts_talker_weights *w,
                              const qtts_codec_decoder *codec, qtts_err *err) {
     qtts_status st;
     if ((st = select_device(&b->dev, b->devname, sizeof b->devname, err))) return st;
-    const char *g = getenv("QTTS_CUDA_GRAPHS");
-    b->use_graphs = !(g && !strcmp(g, "0"));
+    b->use_graphs = true;
     const int H = w->hidden, G = w->n_groups, V = w->vocab, Vc = w->cp_vocab;
     if (G < 2 || G > 64)
         return qtts_fail(err, QTTS_ERR_UNSUPPORTED, "CUDA: %d codebooks per frame not supported", G);
@@ -1412,6 +1402,10 @@ extern "C" qtts_status qtts_backend_cuda_open(const qtts_talker_weights *talker,
 static pthread_mutex_t test_mu = PTHREAD_MUTEX_INITIALIZER;
 static int test_dev = -1;
 static cudaStream_t test_st;
+
+extern "C" void qtts_cuda_test_set_graphs(qtts_backend *be, bool on) {
+    ((cuda_backend *)be)->use_graphs = on;
+}
 
 extern "C" qtts_status qtts_cuda_probe(char *desc, size_t cap, qtts_err *err) {
     int d;

@@ -5,7 +5,7 @@
  *
  * Every call is synchronous, copies its inputs to the device, runs the
  * same launcher the backend uses and copies the result back. The first
- * call picks the device (QTTS_CUDA_DEVICE, default 0); QTTS_ERR_UNSUPPORTED
+ * call picks device 0 (CUDA_VISIBLE_DEVICES chooses which); QTTS_ERR_UNSUPPORTED
  * with "no CUDA device" when there is none.
  */
 #ifndef QTTS_CUDA_TEST_H
@@ -18,6 +18,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Turns CUDA-graph capture of a "cuda" backend on or off (on by default),
+ * so the tests can check that graphs change no bits. */
+struct qtts_backend;
+void qtts_cuda_test_set_graphs(struct qtts_backend *be, bool on);
 
 /* Device name and compute capability into desc; UNSUPPORTED without a device. */
 qtts_status qtts_cuda_probe(char *desc, size_t cap, qtts_err *err);
