@@ -2,6 +2,8 @@
  * main.c - the qwen3-tts command line: one binary, several subcommands.
  *
  *   qwen3-tts synth   -m MODEL_DIR --text "..." -o out.wav [options]
+ *   qwen3-tts quantize -m MODEL_DIR --quant int8|int4 [--cp int8|int4] -o OUT_DIR
+ *   qwen3-tts bench   -m MODEL_DIR [--quant ...] [-j N] [--frames N] [--runs N] [--json]
  *   qwen3-tts inspect -m MODEL_DIR
  *   qwen3-tts serve   -m MODEL_DIR [--host 127.0.0.1] [--port 8080] [options]
  *   qwen3-tts --help | --version
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "qwen3_tts.h"
+#include "bench.h"
 #include "codes_file.h"
 #include "server/server.h"
 
@@ -44,6 +47,9 @@ static void usage_main(FILE *f) {
           "commands:\n"
           "  synth     synthesize speech from text (or decode a codes file)\n"
           "  voice     create, inspect and list voice profiles (Base models)\n"
+          "  quantize  write an int8/int4 copy of a model directory that loads directly\n"
+          "  bench     per-stage speed, time to first audio, RTF and memory, against\n"
+          "            this machine's measured bandwidth and FMA peak\n"
           "  inspect   list a model directory's configuration and tensors\n"
           "  serve     HTTP server: OpenAI /v1/audio/speech, native /v1/tts, /health, /metrics\n"
           "\n"
@@ -90,6 +96,11 @@ static void usage_synth(FILE *f) {
         "      --subtalker-greedy   argmax in the code predictor only\n"
         "      --max-frames N       stop after N frames (12.5 frames per second)\n"
         "      --max-seconds X      stop after X seconds of audio\n"
+        "weights:\n"
+        "      --quant Q            talker and code-predictor linear layers as Q: int8 or int4,\n"
+        "                           quantized at load (or 'none'; default: as stored). Output is\n"
+        "                           then not bit-exact to the reference (docs/QUANT.md)\n"
+        "      --quant-talker Q, --quant-cp Q   the same per component (mixed allowed)\n"
         "other:\n"
         "      --backend NAME       where the model runs: cpu (default) or cuda (a build with\n"
         "                           the CUDA backend, 'make cuda')\n"
@@ -259,6 +270,7 @@ static int cmd_synth(int argc, char **argv) {
     const char *model = NULL, *text = NULL, *text_file = NULL, *out = "out.wav";
     const char *codes_out = NULL, *codes_in = NULL, *backend = NULL;
     const char *ref_audio = NULL, *voice_in = NULL, *voice_out = NULL;
+    const char *quant_talker = NULL, *quant_cp = NULL;
     bool raw = false, f32 = false, quiet = false, list_spk = false, list_lang = false;
     int max_frames = -1, threads = 0;
     double max_seconds = -1;
@@ -303,6 +315,9 @@ static int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--max-seconds")) max_seconds = parse_float(a, NEXT(), 0, 86400, true);
         else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) threads = (int)parse_long(a, NEXT(), 0, 1024);
         else if (!strcmp(a, "--backend")) backend = NEXT();
+        else if (!strcmp(a, "--quant")) quant_talker = quant_cp = NEXT();
+        else if (!strcmp(a, "--quant-talker")) quant_talker = NEXT();
+        else if (!strcmp(a, "--quant-cp")) quant_cp = NEXT();
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
         else die("synth: unknown option '%s' (see qwen3-tts synth --help)", a);
 #undef NEXT
@@ -317,6 +332,8 @@ static int cmd_synth(int argc, char **argv) {
     qtts_engine_options_init(&eo);
     eo.n_threads = threads;
     if (backend) eo.backend = backend;
+    eo.quant_talker = quant_talker;
+    eo.quant_cp = quant_cp;
     qtts_engine *eng = NULL;
     double t_load = qtts_cli_now();
     if (qtts_engine_open(model, &eo, &eng, &err)) die("%s", err.msg);
@@ -528,6 +545,65 @@ static int cmd_voice(int argc, char **argv) {
     return rc;
 }
 
+/* ---- quantize -------------------------------------------------------------- */
+
+static void usage_quantize(FILE *f) {
+    fputs("usage: qwen3-tts quantize -m MODEL_DIR --quant int8|int4 [--cp int8|int4|none] -o OUT_DIR\n"
+          "\n"
+          "Writes OUT_DIR (new or empty): model.safetensors with the talker's and the code\n"
+          "predictor's linear layers as Q8_0 (int8) or Q4_0 (int4) and everything else as it\n"
+          "was, plus copies of the other files. 'qwen3-tts synth -m OUT_DIR' then loads it\n"
+          "directly, without the bf16 weights. Embeddings, norms and the codec stay at full\n"
+          "precision; docs/QUANT.md has the measured error.\n"
+          "\n"
+          "  -m, --model DIR     the bf16 model directory (Hugging Face layout)\n"
+          "      --quant Q       int8 or int4 for both components\n"
+          "      --talker Q      the talker's format (overrides --quant)\n"
+          "      --cp Q          the code predictor's format (overrides --quant); 'none' keeps it\n"
+          "  -o, --output DIR    the new model directory\n"
+          "      --link-codec    symlink speech_tokenizer/ instead of copying it\n"
+          "  -j, --threads N     threads for quantizing (default: all cores)\n"
+          "  -q, --quiet\n",
+          f);
+}
+
+static void quant_progress(void *user, const char *line) {
+    (void)user;
+    fprintf(stderr, "qwen3-tts: %s\n", line);
+}
+
+static int cmd_quantize(int argc, char **argv) {
+    const char *model = NULL, *out = NULL, *quant = NULL;
+    qtts_quantize_options o = {0};
+    int threads = 0;
+    bool quiet = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+#define NEXT() (i + 1 < argc ? argv[++i] : (die("%s needs a value", a), (char *)NULL))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_quantize(stdout); return 0; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = NEXT();
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) out = NEXT();
+        else if (!strcmp(a, "--quant")) quant = NEXT();
+        else if (!strcmp(a, "--talker") || !strcmp(a, "--quant-talker")) o.talker = NEXT();
+        else if (!strcmp(a, "--cp") || !strcmp(a, "--quant-cp")) o.cp = NEXT();
+        else if (!strcmp(a, "--link-codec")) o.link_codec = true;
+        else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) threads = (int)parse_long(a, NEXT(), 0, 1024);
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
+        else die("quantize: unknown option '%s' (see qwen3-tts quantize --help)", a);
+#undef NEXT
+    }
+    if (!model || !out) die("quantize: -m MODEL_DIR and -o OUT_DIR are required");
+    if (!o.talker) o.talker = quant;
+    if (!o.cp) o.cp = quant ? quant : o.talker;
+    if (!o.talker && !o.cp) die("quantize: give --quant int8|int4 (or --talker/--cp)");
+    if (!o.talker) o.talker = "none";
+    if (!quiet) o.progress = quant_progress;
+    o.n_threads = threads;
+    qtts_error err;
+    if (qtts_quantize_model(model, out, &o, &err)) die("%s", err.msg);
+    return 0;
+}
+
 /* ---- inspect --------------------------------------------------------------- */
 
 static void print_line(void *user, const char *text) {
@@ -670,6 +746,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return qtts_cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "voice")) return cmd_voice(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "qwen3-tts: unknown command '%s'\n\n", cmd);

@@ -61,6 +61,15 @@ typedef struct qtts_voice qtts_voice;
 typedef struct {
     const char *backend;   /* "cpu" (default) */
     int n_threads;         /* 0 = all cores */
+    /* Weight format of the linear layers of the talker and of the code
+     * predictor (docs/QUANT.md), each on its own: NULL, "" or "none" keep
+     * them as stored (bf16 in a Hugging Face model; a quantized model
+     * directory's own formats); "int8" (Q8_0) or "int4" (Q4_0) quantize
+     * them at load, or check that a quantized model holds that format.
+     * Embeddings, norms and the codec stay at full precision. Outputs then
+     * differ from the exact bf16/fp32 path (measured error in QUANT.md). */
+    const char *quant_talker;
+    const char *quant_cp;
 } qtts_engine_options;
 
 void qtts_engine_options_init(qtts_engine_options *o);
@@ -82,6 +91,8 @@ typedef struct {
     int n_languages;           /* codec languages (without "auto") */
     int hidden;                /* talker hidden size */
     bool honours_instruct;     /* false for 0.6B CustomVoice and Base */
+    const char *quant_talker;  /* weight format as loaded: "none", "int8" or "int4" */
+    const char *quant_cp;
 } qtts_model_info;
 
 void qtts_engine_info(const qtts_engine *e, qtts_model_info *info);
@@ -246,6 +257,29 @@ const char *qtts_status_str(qtts_status s);
  * 16-bit PCM (clamped to [-1, 1], NaN as 0) or, with float32, IEEE float. */
 qtts_status qtts_write_wav(const char *path, const float *pcm, size_t n_samples,
                            int sample_rate, bool float32, qtts_error *err);
+
+/* ---- offline quantization -------------------------------------------------
+ *
+ * Writes a quantized copy of a model directory: out_dir/model.safetensors
+ * holds the talker's and the code predictor's linear layers as Q8_0/Q4_0
+ * (the very blocks load-time quantization makes) and every other tensor
+ * unchanged, with "__metadata__" marking it quantized (format version,
+ * source, per-component formats); the other files are copied, and
+ * speech_tokenizer/ is copied or symlinked. qtts_engine_open then loads
+ * it directly, without the bf16 weights or any re-quantization. out_dir
+ * must not exist yet or be empty. */
+typedef struct {
+    const char *talker;        /* "int8" or "int4" (or "none") */
+    const char *cp;            /* NULL: as talker */
+    bool link_codec;           /* symlink speech_tokenizer/ (absolute) instead of copying it */
+    int n_threads;             /* for quantizing: 0 = all cores (sets the process-wide pool,
+                                  like qtts_engine_open) */
+    void (*progress)(void *user, const char *line);   /* may be NULL */
+    void *user;
+} qtts_quantize_options;
+
+qtts_status qtts_quantize_model(const char *model_dir, const char *out_dir,
+                                const qtts_quantize_options *opts, qtts_error *err);
 
 /* Prints every tensor (name, dtype, shape) of the model directory's weight
  * files and the parsed configuration through line(). */

@@ -45,6 +45,7 @@
 #include "model/prompt.h"
 #include "model/talker.h"
 #include "model/tokenizer.h"
+#include "engine_internal.h"
 #include "voice.h"
 
 /* Text longer than this is refused before tokenization (about 30 minutes of
@@ -63,6 +64,7 @@ struct qtts_engine {
     qtts_codec_encoder *cenc;      /* Base models: codec encoder (reference codes) */
     qtts_backend *backend;         /* runs the decode-time stages */
     int n_threads;
+    qtts_engine_stats *stats;      /* bench only (engine_internal.h); NULL normally */
 };
 
 /* A session's request: idle -> (start) running -> done | failed -> (finish
@@ -96,6 +98,33 @@ struct qtts_session {
     qtts_err err;                  /* SES_FAILED: what ended the request */
 };
 
+/* The codec decoder keeps owned, packed copies of its convolutions and
+ * views into its mapping for the rest (the matrices of qtts_codec_decoder).
+ * The mapped pages read only to make the copies would otherwise stay
+ * resident for the engine's lifetime: drop every tensor's pages but the
+ * viewed ones. (Always safe: a page dropped from this private read-only
+ * mapping is read back from the file if anything touches it again.) */
+static void release_codec_pages(const qtts_codec_decoder *d) {
+    const void *views[8 * 64 + 4];
+    int nv = 0;
+    views[nv++] = d->proj_first.data;
+    views[nv++] = d->proj_rest.data;
+    views[nv++] = d->in_proj.data;
+    views[nv++] = d->out_proj.data;
+    for (int l = 0; l < d->layers && l < 64; l++) {
+        const qtts_codec_layer *L = &d->tl[l];
+        const qtts_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        for (int k = 0; k < 7; k++) views[nv++] = m[k]->data;
+    }
+    if (d->layers > 64) return;   /* not the shipped codec: leave it as it is */
+    for (size_t i = 0; i < qtts_st_set_count(d->st); i++) {
+        const qtts_tensor *t = qtts_st_set_at(d->st, i);
+        bool viewed = false;
+        for (int k = 0; k < nv && !viewed; k++) viewed = views[k] == t->data;
+        if (!viewed) qtts_tensor_release(t);
+    }
+}
+
 void qtts_engine_options_init(qtts_engine_options *o) {
     memset(o, 0, sizeof *o);
     o->backend = "cpu";
@@ -110,6 +139,14 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
         opts = &defaults;
     }
     if (!dir || !*dir) return qtts_fail(err, QTTS_ERR_INVALID, "no model directory given");
+    qtts_talker_quant quant;
+    if (!qtts_quant_parse(opts->quant_talker, &quant.talker))
+        return qtts_fail(err, QTTS_ERR_INVALID, "unknown talker weight format '%.32s' (none, int8, int4)",
+                         opts->quant_talker);
+    if (!qtts_quant_parse(opts->quant_cp, &quant.cp))
+        return qtts_fail(err, QTTS_ERR_INVALID,
+                         "unknown code-predictor weight format '%.32s' (none, int8, int4)",
+                         opts->quant_cp);
     qtts_engine *e = qtts_calloc(1, sizeof *e);
     if (!e) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
     qtts_status st;
@@ -121,8 +158,11 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
     if ((st = qtts_config_load(dir, &e->cfg, err))) goto fail;
     if ((st = qtts_st_set_open(dir, "model", &e->weights, err))) goto fail;
     if ((st = qtts_tokenizer_load(dir, &e->tok, err))) goto fail;
-    if ((st = qtts_talker_load(&e->cfg, e->weights, &e->talker, err))) goto fail;
+    /* The codec first: its load-time peak (mapped pages + packed copies)
+     * is over before the talker's weights are quantized. */
     if ((st = qtts_codec_decoder_load(dir, &e->cfg, &e->codec, err))) goto fail;
+    release_codec_pages(e->codec);
+    if ((st = qtts_talker_load_quant(&e->cfg, e->weights, &quant, &e->talker, err))) goto fail;
     if (e->cfg.model_type == QTTS_MODEL_BASE) {
         if ((st = qtts_spk_enc_load(e->weights, &e->cfg, &e->spk, err))) goto fail;
         if ((st = qtts_codec_encoder_load(dir, &e->cfg, &e->cenc, err))) goto fail;
@@ -138,6 +178,7 @@ fail:
 void qtts_engine_close(qtts_engine *e) {
     if (!e) return;
     qtts_backend_close(e->backend);
+    qtts_free(e->stats);
     qtts_codec_encoder_free(e->cenc);
     qtts_spk_enc_free(e->spk);
     qtts_codec_decoder_free(e->codec);
@@ -161,7 +202,38 @@ void qtts_engine_info(const qtts_engine *e, qtts_model_info *info) {
         if (!strstr(c->langs[i].name, "dialect")) info->n_languages++;
     info->hidden = c->talker.hidden;
     info->honours_instruct = qtts_prompt_instruct_honoured(c);
+    info->quant_talker = qtts_quant_name(e->talker->quant.talker);
+    info->quant_cp = qtts_quant_name(e->talker->quant.cp);
 }
+
+/* ==== bench hooks (engine_internal.h) ==================================== */
+
+qtts_status qtts_engine_stats_enable(qtts_engine *e, qtts_err *err) {
+    if (e->stats) return QTTS_OK;
+    qtts_engine_stats *st = qtts_calloc(1, sizeof *st);
+    if (!st) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
+    qtts_backend *t;
+    qtts_status s = qtts_backend_timed(e->backend, st, &t, err);
+    if (s) {
+        qtts_free(st);
+        return s;
+    }
+    e->backend = t;
+    e->stats = st;
+    return QTTS_OK;
+}
+
+void qtts_engine_stats_get(const qtts_engine *e, qtts_engine_stats *out) {
+    if (e->stats) *out = *e->stats;
+    else memset(out, 0, sizeof *out);
+}
+
+void qtts_engine_stats_reset(qtts_engine *e) {
+    if (e->stats) memset(e->stats, 0, sizeof *e->stats);
+}
+
+const qtts_talker_weights *qtts_engine_talker(const qtts_engine *e) { return e->talker; }
+const qtts_codec_decoder *qtts_engine_codec(const qtts_engine *e) { return e->codec; }
 
 const char *qtts_engine_speaker(const qtts_engine *e, int i) {
     return i >= 0 && i < e->cfg.n_speakers ? e->cfg.speakers[i].name : NULL;
@@ -235,8 +307,16 @@ static qtts_status decode_chunk(qtts_session *s, const int32_t *frames, int star
     qtts_status st = ensure_wav(s, (size_t)T * up, err);
     if (st) return st;
     qtts_backend *be = s->eng->backend;
+    qtts_engine_stats *stats = s->eng->stats;
+    const double t0 = stats ? qtts_now() : 0;
     st = be->ops->codec_decode_window(be, frames + (size_t)(start - ctx) * QTTS_NUM_CODEBOOKS, T,
                                       s->wav, err);
+    if (stats) {
+        stats->codec_s += qtts_now() - t0;
+        stats->codec_calls++;
+        stats->codec_frames += end - start;
+        stats->codec_frames_run += T;
+    }
     if (st) return st;
     size_t n = (size_t)(end - start) * up;
     const float *pcm = s->wav + (size_t)ctx * up;

@@ -34,6 +34,8 @@
 #include "safetensors.h"
 
 #include "../base/json.h"
+#include "../base/thread.h"
+#include "../kernels/quant.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -80,9 +82,21 @@ static const struct {
     {"U8", QTTS_DT_U8, 1},
 };
 
+/* The block formats: accepted only in a marked quantized model file. */
+static const struct {
+    const char *name;
+    qtts_dtype dt;
+    size_t block;   /* bytes per 32 elements */
+} quant_table[] = {
+    {QTTS_Q8_0_NAME, QTTS_DT_Q8_0, sizeof(qtts_block_q8_0)},
+    {QTTS_Q4_0_NAME, QTTS_DT_Q4_0, sizeof(qtts_block_q4_0)},
+};
+
 const char *qtts_dtype_name(qtts_dtype dt) {
     for (size_t i = 0; i < QTTS_ARRAY_LEN(dtype_table); i++)
         if (dtype_table[i].dt == dt) return dtype_table[i].name;
+    for (size_t i = 0; i < QTTS_ARRAY_LEN(quant_table); i++)
+        if (quant_table[i].dt == dt) return quant_table[i].name;
     return "?";
 }
 
@@ -151,10 +165,11 @@ static int tensor_name_cmp(const void *a, const void *b) {
 }
 
 /* Validate one header entry (name k, value v) into *t. Offsets are
- * relative to the data area; *begin and *end receive them. */
+ * relative to the data area; *begin and *end receive them. quant: the file
+ * is a marked quantized model file (Q8_0/Q4_0 allowed). */
 static qtts_status check_entry(const char *path, const char *k, size_t klen, const qtts_json *v,
-                               uint64_t data_len, qtts_tensor *t, uint64_t *begin, uint64_t *end,
-                               qtts_err *err) {
+                               uint64_t data_len, bool quant, qtts_tensor *t, uint64_t *begin,
+                               uint64_t *end, qtts_err *err) {
     char qn[QBUF];
     quote(qn, QBUF, k, klen);
     if (v->type != QTTS_JSON_OBJECT)
@@ -176,15 +191,20 @@ static qtts_status check_entry(const char *path, const char *k, size_t klen, con
 
     if (jd->type != QTTS_JSON_STRING)
         return qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: dtype must be a string", path, qn);
-    size_t di = 0;
+    size_t di = 0, qi = 0;
     while (di < QTTS_ARRAY_LEN(dtype_table) && strcmp(jd->str, dtype_table[di].name)) di++;
-    if (di == QTTS_ARRAY_LEN(dtype_table)) {
+    while (qi < QTTS_ARRAY_LEN(quant_table) && strcmp(jd->str, quant_table[qi].name)) qi++;
+    const bool is_quant = di == QTTS_ARRAY_LEN(dtype_table) && qi < QTTS_ARRAY_LEN(quant_table);
+    if (di == QTTS_ARRAY_LEN(dtype_table) && (!is_quant || !quant)) {
         char qd[QBUF];
         return qtts_fail(err, QTTS_ERR_FORMAT,
-                         "%s: tensor %s: unsupported dtype %s (allowed: F32 F16 BF16 I64 I32 I8 U8)",
-                         path, qn, quote(qd, QBUF, jd->str, jd->str_len));
+                         "%s: tensor %s: unsupported dtype %s (allowed: F32 F16 BF16 I64 I32 I8 U8%s)",
+                         path, qn, quote(qd, QBUF, jd->str, jd->str_len),
+                         quant ? " Q8_0 Q4_0"
+                               : "; Q8_0 and Q4_0 only in a quantized model file written by "
+                                 "'qwen3-tts quantize'");
     }
-    t->dtype = dtype_table[di].dt;
+    t->dtype = is_quant ? quant_table[qi].dt : dtype_table[di].dt;
 
     if (js->type != QTTS_JSON_ARRAY)
         return qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: shape must be an array", path, qn);
@@ -215,7 +235,16 @@ static qtts_status check_entry(const char *path, const char *k, size_t klen, con
     for (int i = 0; i < t->rank; i++)
         if (!qtts_mul_ok(numel, (uint64_t)t->shape[i], &numel))
             return qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: element count overflows", path, qn);
-    if (!qtts_mul_ok(numel, dtype_table[di].size, &nbytes))
+    if (is_quant) {
+        /* [rows, cols] in blocks of 32 consecutive elements of a row. */
+        if (t->rank != 2 || t->shape[0] < 1 || t->shape[1] < 1 || t->shape[1] % QTTS_QK)
+            return qtts_fail(err, QTTS_ERR_FORMAT,
+                             "%s: tensor %s: a %s tensor must have shape [rows, cols] with rows "
+                             "and cols > 0 and cols a multiple of %d",
+                             path, qn, quant_table[qi].name, QTTS_QK);
+        if (!qtts_mul_ok(numel / QTTS_QK, quant_table[qi].block, &nbytes))
+            return qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: byte size overflows", path, qn);
+    } else if (!qtts_mul_ok(numel, dtype_table[di].size, &nbytes))
         return qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: byte size overflows", path, qn);
     if (nbytes != *end - *begin)
         return qtts_fail(err, QTTS_ERR_FORMAT,
@@ -229,6 +258,79 @@ static qtts_status check_entry(const char *path, const char *k, size_t klen, con
                          path, qn, (unsigned long long)*end, (unsigned long long)data_len);
     t->numel = numel;
     t->nbytes = nbytes;
+    return QTTS_OK;
+}
+
+/* ==== block contents of quantized tensors ================================ */
+
+/* Every byte of x equal to 0x80: the high bit of each such byte's lane. */
+static inline uint64_t bytes_0x80(uint64_t x) {
+    const uint64_t y = x ^ 0x8080808080808080ull; /* 0x80 -> 0x00 */
+    return (y - 0x0101010101010101ull) & ~y & 0x8080808080808080ull;
+}
+
+typedef struct {
+    const unsigned char *data;
+    size_t block, n_blocks, per_task;
+    bool q8;
+    size_t bad_nonfinite, bad_code; /* first bad block + 1 of any task, or 0 */
+} block_scan;
+
+static void scan_task(void *ctx, int task) {
+    block_scan *j = ctx;
+    const size_t b0 = (size_t)task * j->per_task, b1 = QTTS_MIN(b0 + j->per_task, j->n_blocks);
+    for (size_t b = b0; b < b1; b++) {
+        const unsigned char *p = j->data + b * j->block;
+        uint16_t h;
+        memcpy(&h, p, 2);
+        if ((h & 0x7c00u) == 0x7c00u) {
+            __atomic_store_n(&j->bad_nonfinite, b + 1, __ATOMIC_RELAXED);
+            return;
+        }
+        if (j->q8) {
+            uint64_t w[4];
+            memcpy(w, p + 2, 32);
+            if (bytes_0x80(w[0]) | bytes_0x80(w[1]) | bytes_0x80(w[2]) | bytes_0x80(w[3])) {
+                __atomic_store_n(&j->bad_code, b + 1, __ATOMIC_RELAXED);
+                return;
+            }
+        }
+    }
+}
+
+/* A Q8_0/Q4_0 tensor's blocks: 2-byte aligned (the mapping is page
+ * aligned, so this is the file offset), finite scales, and no Q8_0 code
+ * -128 (the SIMD dot products negate codes). Other dtypes pass. */
+static qtts_status check_blocks(const char *path, const qtts_tensor *t, qtts_err *err) {
+    if (t->dtype != QTTS_DT_Q8_0 && t->dtype != QTTS_DT_Q4_0) return QTTS_OK;
+    if ((uintptr_t)t->data & 1) {
+        char qn[QBUF];
+        return qtts_fail(err, QTTS_ERR_FORMAT,
+                         "%s: tensor %s: %s data starts at an odd file offset (blocks must be "
+                         "2-byte aligned)", path, quote(qn, QBUF, t->name, strlen(t->name)),
+                         qtts_dtype_name(t->dtype));
+    }
+    block_scan j = {.data = t->data,
+                    .block = t->dtype == QTTS_DT_Q8_0 ? sizeof(qtts_block_q8_0)
+                                                      : sizeof(qtts_block_q4_0),
+                    .n_blocks = (size_t)(t->numel / QTTS_QK),
+                    .per_task = 16384,
+                    .q8 = t->dtype == QTTS_DT_Q8_0};
+    const size_t tasks = (j.n_blocks + j.per_task - 1) / j.per_task;
+    if (tasks > 1)
+        qtts_parallel_for((int)tasks, scan_task, &j);
+    else if (tasks)
+        scan_task(&j, 0);
+    if (j.bad_nonfinite || j.bad_code) {
+        char qn[QBUF];
+        const size_t b = (j.bad_nonfinite ? j.bad_nonfinite : j.bad_code) - 1;
+        const size_t per_row = (size_t)t->shape[1] / QTTS_QK;
+        return qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: %s block %zu of row %zu %s", path,
+                         quote(qn, QBUF, t->name, strlen(t->name)), qtts_dtype_name(t->dtype),
+                         b % per_row, b / per_row,
+                         j.bad_nonfinite ? "has a non-finite scale"
+                                         : "holds the code -128 (valid codes are -127..127)");
+    }
     return QTTS_OK;
 }
 
@@ -291,6 +393,16 @@ static qtts_status parse_header(qtts_st_file *f, const char *hdr, size_t n, qtts
         count++;
         name_bytes += doc->key_lens[i] + 1; /* bounded by N: cannot overflow */
     }
+    const char *qv = qtts_st_metadata(f, QTTS_ST_QUANT_KEY);
+    if (qv && strcmp(qv, QTTS_ST_QUANT_VERSION)) {
+        char qq[QBUF];
+        st = qtts_fail(err, QTTS_ERR_FORMAT,
+                       "%s: quantized model format version %s is not supported (this build reads "
+                       "version %s; quantize the model again with this build)",
+                       path, quote(qq, QBUF, qv, strlen(qv)), QTTS_ST_QUANT_VERSION);
+        goto out;
+    }
+    const bool quant = qv != NULL;
     f->tensors = qtts_calloc(count, sizeof *f->tensors);
     f->names = qtts_malloc(name_bytes);
     ranges = qtts_malloc((count ? count : 1) * sizeof *ranges);
@@ -306,7 +418,8 @@ static qtts_status parse_header(qtts_st_file *f, const char *hdr, size_t n, qtts
         if (strcmp(doc->keys[i], "__metadata__") == 0) continue;
         qtts_tensor *t = &f->tensors[k];
         uint64_t b = 0, e = 0;
-        st = check_entry(path, doc->keys[i], doc->key_lens[i], doc->items[i], data_len, t, &b, &e, err);
+        st = check_entry(path, doc->keys[i], doc->key_lens[i], doc->items[i], data_len, quant, t,
+                         &b, &e, err);
         if (st) goto out;
         memcpy(np, doc->keys[i], doc->key_lens[i] + 1);
         t->name = np;
@@ -338,6 +451,8 @@ static qtts_status parse_header(qtts_st_file *f, const char *hdr, size_t n, qtts
                        path, (unsigned long long)(data_len - pos));
         goto out;
     }
+    for (size_t i = 0; quant && i < count; i++)
+        if ((st = check_blocks(path, &f->tensors[i], err))) goto out;
     qsort(f->tensors, count, sizeof *f->tensors, tensor_name_cmp);
     f->n_tensors = count;
 out:
@@ -675,6 +790,23 @@ const qtts_tensor *qtts_st_set_at(const qtts_st_set *s, size_t i) {
 
 const char *qtts_st_set_path(const qtts_st_set *s) { return s->path; }
 
+const char *qtts_st_set_metadata(const qtts_st_set *s, const char *key) {
+    return s->n_files ? qtts_st_metadata(s->files[0], key) : NULL;
+}
+
+void qtts_tensor_release(const qtts_tensor *t) {
+#ifdef MADV_DONTNEED
+    const long ps = sysconf(_SC_PAGESIZE);
+    if (!t || !t->data || ps <= 0) return;
+    const uintptr_t a = (uintptr_t)t->data, e = a + (uintptr_t)t->nbytes;
+    const uintptr_t lo = (a + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps,
+                    hi = e / (uintptr_t)ps * (uintptr_t)ps;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+#else
+    (void)t;
+#endif
+}
+
 static void fmt_shape(char *buf, size_t cap, int rank, const int64_t *shape) {
     size_t n = 0;
     n += (size_t)snprintf(buf, cap, "[");
@@ -701,6 +833,10 @@ const qtts_tensor *qtts_st_expect(const qtts_st_set *s, const char *name, unsign
             if (dtype_mask & (1u << dtype_table[d].dt))
                 n += (size_t)snprintf(want + n, sizeof want - n, "%s%s", n ? "|" : "",
                                       dtype_table[d].name);
+        for (size_t d = 0; d < QTTS_ARRAY_LEN(quant_table); d++)
+            if (dtype_mask & (1u << quant_table[d].dt))
+                n += (size_t)snprintf(want + n, sizeof want - n, "%s%s", n ? "|" : "",
+                                      quant_table[d].name);
         qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: dtype %s != expected %s", file,
                   quote(qn, QBUF, name, strlen(name)), qtts_dtype_name(t->dtype), want);
         return NULL;

@@ -14,6 +14,15 @@
  * caps: at most 16384 tensors per file, strings of at most 64 KiB.
  * Every error is one line: "<path>: <rule broken> (<detail>)".
  *
+ * Quantized model files (written by `qwen3-tts quantize`, docs/QUANT.md)
+ * are ordinary safetensors files whose "__metadata__" holds
+ * QTTS_ST_QUANT_KEY = QTTS_ST_QUANT_VERSION. Only in such a file may a
+ * tensor have dtype "Q8_0" or "Q4_0" (kernels/quant.h), and then only with
+ * rank 2, shape [rows > 0, cols > 0, cols % 32 == 0] and exactly
+ * rows * cols/32 * block-size bytes. After the tiling check every block is
+ * read once: its binary16 scale must be finite and, in Q8_0, no code may
+ * be -128. A file with the key but another version is refused.
+ *
  * The file is mapped PROT_READ/MAP_PRIVATE and the fd kept open for the
  * lifetime of the handle; rewriting a mapped file in place is unsupported.
  */
@@ -31,15 +40,21 @@ typedef enum {
     QTTS_DT_I8,
     QTTS_DT_U8,
     /* ---- quantized block formats (layout in kernels/quant.h) ----
-     * Produced in memory by qtts_mat_quantize. The loader does not accept
-     * them in files: their dtype strings ("Q8_0", "Q4_0") are not in its
-     * whitelist, and qtts_dtype_size() is 0 for them (a block holds 32
-     * elements; see qtts_mat_row_bytes in kernels/kernels.h). */
+     * Produced in memory by qtts_mat_quantize, and accepted in files only
+     * when the file carries the quantized-model marker (above). Their
+     * dtype strings are "Q8_0" and "Q4_0"; qtts_dtype_size() is 0 for them
+     * (a block holds 32 elements; see qtts_mat_row_bytes in
+     * kernels/kernels.h). */
     QTTS_DT_Q8_0,
     QTTS_DT_Q4_0,
 } qtts_dtype;
 
 #define QTTS_MAX_RANK 8
+
+/* The "__metadata__" key that marks a quantized model file, and the one
+ * format version this build reads. */
+#define QTTS_ST_QUANT_KEY "qwen3_tts.quantized"
+#define QTTS_ST_QUANT_VERSION "1"
 
 typedef struct {
     const char *name;            /* NUL-terminated, owned by the file handle */
@@ -78,6 +93,15 @@ size_t qtts_st_set_count(const qtts_st_set *s);
 const qtts_tensor *qtts_st_set_at(const qtts_st_set *s, size_t i);   /* sorted by name */
 /* The file that was opened: the single .safetensors or the .index.json. */
 const char *qtts_st_set_path(const qtts_st_set *s);
+/* A "__metadata__" value of the set's first file, or NULL. */
+const char *qtts_st_set_metadata(const qtts_st_set *s, const char *key);
+
+/* Drop the resident pages of t's data from this process (madvise
+ * MADV_DONTNEED on the whole pages inside its byte range): for a tensor
+ * that was copied or converted at load and is not read again. The
+ * mapping stays valid; a later read faults the pages back in from the
+ * file. A no-op where the platform lacks it. */
+void qtts_tensor_release(const qtts_tensor *t);
 
 /* Look up a tensor that must exist with the given dtype (or any dtype when
  * dtype_mask is 0; else a bit mask of 1u<<qtts_dtype) and shape; dims

@@ -28,6 +28,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define QTTS_TALKER_ROWS 16  /* prefill chunk: rows per stack_rows call */
 
@@ -79,14 +80,112 @@ bool qtts_all_finite(const float *x, size_t n) {
 /* ====================================================================== */
 
 #define MAT_MASK ((1u << QTTS_DT_BF16) | (1u << QTTS_DT_F32))
+#define QMAT_MASK (MAT_MASK | (1u << QTTS_DT_Q8_0) | (1u << QTTS_DT_Q4_0))
 #define VEC_MASK ((1u << QTTS_DT_BF16) | (1u << QTTS_DT_F32) | (1u << QTTS_DT_F16))
 
-static bool bind_mat(const qtts_st_set *st, const char *name, int rows, int cols, qtts_mat *out,
+bool qtts_quant_parse(const char *s, qtts_quant *out) {
+    if (!s || !*s || !strcasecmp(s, "none") || !strcasecmp(s, "bf16")) *out = QTTS_QUANT_NONE;
+    else if (!strcasecmp(s, "int8") || !strcasecmp(s, "q8_0")) *out = QTTS_QUANT_INT8;
+    else if (!strcasecmp(s, "int4") || !strcasecmp(s, "q4_0")) *out = QTTS_QUANT_INT4;
+    else return false;
+    return true;
+}
+
+const char *qtts_quant_name(qtts_quant q) {
+    return q == QTTS_QUANT_INT8 ? "int8" : q == QTTS_QUANT_INT4 ? "int4" : "none";
+}
+
+qtts_dtype qtts_quant_dtype(qtts_quant q) {
+    return q == QTTS_QUANT_INT8 ? QTTS_DT_Q8_0 : q == QTTS_QUANT_INT4 ? QTTS_DT_Q4_0 : QTTS_DT_F32;
+}
+
+/* s starts with "<prefix><decimal digits>" followed by one of the
+ * suffixes (NULL-terminated list), and nothing else. */
+static bool match_indexed(const char *s, const char *prefix, const char *const *suffixes) {
+    const size_t n = strlen(prefix);
+    if (strncmp(s, prefix, n)) return false;
+    s += n;
+    if (*s < '0' || *s > '9') return false;
+    while (*s >= '0' && *s <= '9') s++;
+    for (; *suffixes; suffixes++)
+        if (!strcmp(s, *suffixes)) return true;
+    return false;
+}
+
+static const char *const layer_mats[] = {
+    ".self_attn.q_proj.weight", ".self_attn.k_proj.weight", ".self_attn.v_proj.weight",
+    ".self_attn.o_proj.weight", ".mlp.gate_proj.weight", ".mlp.up_proj.weight",
+    ".mlp.down_proj.weight", NULL};
+
+qtts_qpart qtts_talker_quant_part(const char *name) {
+    static const char *const head[] = {".weight", NULL};
+    if (match_indexed(name, "talker.model.layers.", layer_mats) ||
+        !strcmp(name, "talker.codec_head.weight"))
+        return QTTS_QPART_TALKER;
+    if (match_indexed(name, "talker.code_predictor.model.layers.", layer_mats) ||
+        match_indexed(name, "talker.code_predictor.lm_head.", head) ||
+        !strcmp(name, "talker.code_predictor.small_to_mtp_projection.weight"))
+        return QTTS_QPART_CP;
+    return QTTS_QPART_NONE;
+}
+
+/* What binding needs besides the set: the weights (for the list of owned
+ * matrices) and the formats asked for. */
+typedef struct {
+    const qtts_st_set *st;
+    qtts_talker_weights *w;
+    qtts_talker_quant q;
+} binder;
+
+static bool own(qtts_talker_weights *w, void *p) {
+    if (w->n_owned == w->cap_owned) {
+        int cap = w->cap_owned ? 2 * w->cap_owned : 256;
+        void **n = qtts_realloc(w->owned, sizeof *n * (size_t)cap);
+        if (!n) return false;
+        w->owned = n;
+        w->cap_owned = cap;
+    }
+    w->owned[w->n_owned++] = p;
+    return true;
+}
+
+/* Bind matrix `name` [rows, cols]. A matrix of a quantizable component
+ * (qtts_talker_quant_part) may be stored Q8_0/Q4_0 (used in place if it is
+ * the format asked for, or none was) or is quantized here when a format
+ * was asked for; its mapped bf16 pages are then dropped. */
+static bool bind_mat(const binder *b, const char *name, int rows, int cols, qtts_mat *out,
                      qtts_err *err) {
     int64_t shape[2] = {rows, cols};
-    const qtts_tensor *t = qtts_st_expect(st, name, MAT_MASK, 2, shape, err);
+    const qtts_qpart part = qtts_talker_quant_part(name);
+    const qtts_tensor *t =
+        qtts_st_expect(b->st, name, part == QTTS_QPART_NONE ? MAT_MASK : QMAT_MASK, 2, shape, err);
     if (!t) return false;
     *out = qtts_mat_from(t);
+    const qtts_quant q = part == QTTS_QPART_TALKER ? b->q.talker
+                         : part == QTTS_QPART_CP   ? b->q.cp
+                                                   : QTTS_QUANT_NONE;
+    if (q == QTTS_QUANT_NONE) return true;
+    const qtts_dtype want = qtts_quant_dtype(q);
+    if (t->dtype == want) return true;
+    if (t->dtype == QTTS_DT_Q8_0 || t->dtype == QTTS_DT_Q4_0) {
+        qtts_fail(err, QTTS_ERR_UNSUPPORTED,
+                  "%s: tensor %s is stored as %s; it cannot be loaded as %s (quantize the "
+                  "bf16 model instead)", qtts_st_set_path(b->st), name, qtts_dtype_name(t->dtype),
+                  qtts_quant_name(q));
+        return false;
+    }
+    qtts_mat src = *out;
+    qtts_err qerr;
+    if (qtts_mat_quantize(&src, want, out, &qerr)) {
+        qtts_fail(err, qerr.status, "%s: tensor %s: %s", qtts_st_set_path(b->st), name, qerr.msg);
+        return false;
+    }
+    if (!own(b->w, (void *)out->data)) {
+        qtts_mat_free(out);
+        qtts_fail(err, QTTS_ERR_NOMEM, "talker: out of memory");
+        return false;
+    }
+    qtts_tensor_release(t);
     return true;
 }
 
@@ -104,8 +203,9 @@ static float *load_vec(const qtts_st_set *st, const char *name, int n, qtts_err 
     return v;
 }
 
-static qtts_status load_stack(const qtts_st_set *st, const char *prefix,
-                              const qtts_stack_config *c, qtts_stack_weights *w, qtts_err *err) {
+static qtts_status load_stack(const binder *b, const char *prefix, const qtts_stack_config *c,
+                              qtts_stack_weights *w, qtts_err *err) {
+    const qtts_st_set *st = b->st;
     char name[256];
     const int D = c->hidden, qd = c->heads * c->head_dim, kvd = c->kv_heads * c->head_dim;
     w->dim = D;
@@ -125,14 +225,14 @@ static qtts_status load_stack(const qtts_st_set *st, const char *prefix,
     for (int l = 0; l < c->layers; l++) {
         qtts_layer_weights *L = &w->layers[l];
         const char *p = prefix;
-        if (!bind_mat(st, NAME("%s.layers.%d.self_attn.q_proj.weight", p, l), qd, D, &L->q, err) ||
-            !bind_mat(st, NAME("%s.layers.%d.self_attn.k_proj.weight", p, l), kvd, D, &L->k, err) ||
-            !bind_mat(st, NAME("%s.layers.%d.self_attn.v_proj.weight", p, l), kvd, D, &L->v, err) ||
-            !bind_mat(st, NAME("%s.layers.%d.self_attn.o_proj.weight", p, l), D, qd, &L->o, err) ||
-            !bind_mat(st, NAME("%s.layers.%d.mlp.gate_proj.weight", p, l), c->inter, D, &L->gate,
+        if (!bind_mat(b, NAME("%s.layers.%d.self_attn.q_proj.weight", p, l), qd, D, &L->q, err) ||
+            !bind_mat(b, NAME("%s.layers.%d.self_attn.k_proj.weight", p, l), kvd, D, &L->k, err) ||
+            !bind_mat(b, NAME("%s.layers.%d.self_attn.v_proj.weight", p, l), kvd, D, &L->v, err) ||
+            !bind_mat(b, NAME("%s.layers.%d.self_attn.o_proj.weight", p, l), D, qd, &L->o, err) ||
+            !bind_mat(b, NAME("%s.layers.%d.mlp.gate_proj.weight", p, l), c->inter, D, &L->gate,
                       err) ||
-            !bind_mat(st, NAME("%s.layers.%d.mlp.up_proj.weight", p, l), c->inter, D, &L->up, err) ||
-            !bind_mat(st, NAME("%s.layers.%d.mlp.down_proj.weight", p, l), D, c->inter, &L->down,
+            !bind_mat(b, NAME("%s.layers.%d.mlp.up_proj.weight", p, l), c->inter, D, &L->up, err) ||
+            !bind_mat(b, NAME("%s.layers.%d.mlp.down_proj.weight", p, l), D, c->inter, &L->down,
                       err))
             return err->status;
         if (!(L->attn_norm = load_vec(st, NAME("%s.layers.%d.input_layernorm.weight", p, l), D,
@@ -177,11 +277,25 @@ void qtts_talker_free(qtts_talker_weights *w) {
     qtts_free(w->p_pad);
     qtts_free(w->p_bos);
     qtts_free(w->p_eos);
+    for (int i = 0; i < w->n_owned; i++) qtts_free(w->owned[i]);
+    qtts_free(w->owned);
     qtts_free(w);
+}
+
+static qtts_quant quant_of(const qtts_mat *m) {
+    return m->dtype == QTTS_DT_Q8_0   ? QTTS_QUANT_INT8
+           : m->dtype == QTTS_DT_Q4_0 ? QTTS_QUANT_INT4
+                                      : QTTS_QUANT_NONE;
 }
 
 qtts_status qtts_talker_load(const qtts_config *cfg, const qtts_st_set *st,
                              qtts_talker_weights **out, qtts_err *err) {
+    return qtts_talker_load_quant(cfg, st, NULL, out, err);
+}
+
+qtts_status qtts_talker_load_quant(const qtts_config *cfg, const qtts_st_set *st,
+                                   const qtts_talker_quant *quant, qtts_talker_weights **out,
+                                   qtts_err *err) {
     *out = NULL;
     qtts_err local;
     if (!err) err = &local;
@@ -199,6 +313,8 @@ qtts_status qtts_talker_load(const qtts_config *cfg, const qtts_st_set *st,
     w->vocab = V;
     w->n_groups = G;
     w->cp_vocab = Vc;
+    const binder bd = {st, w, quant ? *quant : (qtts_talker_quant){0}};
+    const binder *b = &bd;
     qtts_status s;
 #define FAIL_IF(cond)                                                          \
     do {                                                                       \
@@ -209,17 +325,17 @@ qtts_status qtts_talker_load(const qtts_config *cfg, const qtts_st_set *st,
     } while (0)
 #define NAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
 
-    if ((s = load_stack(st, "talker.model", &cfg->talker, &w->talker, err))) goto fail;
-    if ((s = load_stack(st, "talker.code_predictor.model", &cfg->cp, &w->cp, err))) goto fail;
+    if ((s = load_stack(b, "talker.model", &cfg->talker, &w->talker, err))) goto fail;
+    if ((s = load_stack(b, "talker.code_predictor.model", &cfg->cp, &w->cp, err))) goto fail;
 
-    FAIL_IF(!bind_mat(st, "talker.model.text_embedding.weight", w->text_vocab, T,
+    FAIL_IF(!bind_mat(b, "talker.model.text_embedding.weight", w->text_vocab, T,
                       &w->text_embedding, err));
-    FAIL_IF(!bind_mat(st, "talker.text_projection.linear_fc1.weight", T, T, &w->text_fc1, err));
+    FAIL_IF(!bind_mat(b, "talker.text_projection.linear_fc1.weight", T, T, &w->text_fc1, err));
     FAIL_IF(!(w->text_fc1_b = load_vec(st, "talker.text_projection.linear_fc1.bias", T, err)));
-    FAIL_IF(!bind_mat(st, "talker.text_projection.linear_fc2.weight", H, T, &w->text_fc2, err));
+    FAIL_IF(!bind_mat(b, "talker.text_projection.linear_fc2.weight", H, T, &w->text_fc2, err));
     FAIL_IF(!(w->text_fc2_b = load_vec(st, "talker.text_projection.linear_fc2.bias", H, err)));
-    FAIL_IF(!bind_mat(st, "talker.model.codec_embedding.weight", V, H, &w->codec_embedding, err));
-    FAIL_IF(!bind_mat(st, "talker.codec_head.weight", V, H, &w->codec_head, err));
+    FAIL_IF(!bind_mat(b, "talker.model.codec_embedding.weight", V, H, &w->codec_embedding, err));
+    FAIL_IF(!bind_mat(b, "talker.codec_head.weight", V, H, &w->codec_head, err));
 
     w->cp_embedding = qtts_calloc((size_t)(G - 1), sizeof(qtts_mat));
     w->cp_head = qtts_calloc((size_t)(G - 1), sizeof(qtts_mat));
@@ -228,9 +344,9 @@ qtts_status qtts_talker_load(const qtts_config *cfg, const qtts_st_set *st,
         goto fail;
     }
     for (int j = 0; j < G - 1; j++) {
-        FAIL_IF(!bind_mat(st, NAME("talker.code_predictor.model.codec_embedding.%d.weight", j), Vc,
+        FAIL_IF(!bind_mat(b, NAME("talker.code_predictor.model.codec_embedding.%d.weight", j), Vc,
                           H, &w->cp_embedding[j], err));
-        FAIL_IF(!bind_mat(st, NAME("talker.code_predictor.lm_head.%d.weight", j), Vc, C,
+        FAIL_IF(!bind_mat(b, NAME("talker.code_predictor.lm_head.%d.weight", j), Vc, C,
                           &w->cp_head[j], err));
     }
 
@@ -245,7 +361,7 @@ qtts_status qtts_talker_load(const qtts_config *cfg, const qtts_st_set *st,
             goto fail;
         }
         w->has_mtp = true;
-        FAIL_IF(!bind_mat(st, mtp_w, C, H, &w->mtp, err));
+        FAIL_IF(!bind_mat(b, mtp_w, C, H, &w->mtp, err));
         FAIL_IF(!(w->mtp_b = load_vec(st, mtp_b, C, err)));
     } else if (present) {
         s = qtts_fail(err, QTTS_ERR_FORMAT, "model.safetensors: small_to_mtp_projection present "
@@ -271,6 +387,8 @@ qtts_status qtts_talker_load(const qtts_config *cfg, const qtts_st_set *st,
         goto fail;
 #undef NAME
 #undef FAIL_IF
+    w->quant.talker = quant_of(&w->talker.layers[0].q);
+    w->quant.cp = quant_of(&w->cp.layers[0].q);
     *out = w;
     return QTTS_OK;
 fail:

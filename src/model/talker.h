@@ -24,8 +24,18 @@
  *
  * Ownership: qtts_talker_weights is immutable after load and borrows the
  * tensor data of the safetensors set (which must outlive it); it owns only
- * f32 copies of norm/bias vectors, RoPE tables of the CP and the three
- * constant text rows. qtts_talker_state is one request's mutable timeline:
+ * f32 copies of norm/bias vectors, RoPE tables of the CP, the three
+ * constant text rows and the matrices it quantized at load.
+ *
+ * Quantization (docs/QUANT.md): the linear-layer matrices of the talker
+ * (28 layers x q,k,v,o,gate,up,down and codec_head) and of the code
+ * predictor (its layers, the 15 lm_heads and small_to_mtp_projection) may
+ * be Q8_0 or Q4_0, per component: quantized at load from BF16/F32
+ * (qtts_talker_load_quant; the bf16 pages are then released from the
+ * process), or stored so in a quantized model file (used in place).
+ * Embeddings, norms, biases and the text projection stay at full
+ * precision. qtts_talker_quant_part names the matrices of each component,
+ * for the loader and the offline writer alike. qtts_talker_state is one request's mutable timeline:
  * the talker KV cache (preallocated for max_pos positions), the CP KV cache
  * and all scratch. Several states can share one weights object.
  *
@@ -49,6 +59,27 @@
 #include "../io/safetensors.h"
 #include "../kernels/kernels.h"
 #include "sampling.h"
+
+/* Weight formats of the quantizable matrices of one component. */
+typedef enum {
+    QTTS_QUANT_NONE = 0,  /* as stored (BF16/F32; or Q8_0/Q4_0 in a quantized file) */
+    QTTS_QUANT_INT8,      /* Q8_0 */
+    QTTS_QUANT_INT4,      /* Q4_0 */
+} qtts_quant;
+
+typedef struct {
+    qtts_quant talker, cp;
+} qtts_talker_quant;
+
+/* Which component a tensor name's matrix belongs to for quantization. */
+typedef enum { QTTS_QPART_NONE, QTTS_QPART_TALKER, QTTS_QPART_CP } qtts_qpart;
+qtts_qpart qtts_talker_quant_part(const char *name);
+
+/* "none"/"bf16"/"" -> NONE, "int8"/"q8_0" -> INT8, "int4"/"q4_0" -> INT4
+ * (case-insensitive); false for anything else. NULL is NONE. */
+bool qtts_quant_parse(const char *s, qtts_quant *out);
+const char *qtts_quant_name(qtts_quant q);      /* "none", "int8", "int4" */
+qtts_dtype qtts_quant_dtype(qtts_quant q);      /* QTTS_DT_Q8_0 / Q4_0; F32 for NONE */
 
 /* One decoder layer. D = stack width, I = inter, nh/nkv heads, hd head dim. */
 typedef struct {
@@ -92,14 +123,28 @@ typedef struct {
 
     float *cp_cos, *cp_sin;        /* [G, hd/2] CP RoPE table (positions 0..G-1) */
     float *p_pad, *p_bos, *p_eos;  /* [H] P(tts_pad), P(tts_bos), P(tts_eos) */
+
+    qtts_talker_quant quant;       /* formats as loaded (NONE: BF16/F32) */
+    void **owned;                  /* data of the matrices quantized at load */
+    int n_owned, cap_owned;
 } qtts_talker_weights;
 
 /* Bind and shape-check every talker/CP tensor of the set against cfg
- * (BF16 or F32 matrices). Fails with QTTS_ERR_FORMAT naming the tensor when
- * one is missing or mis-shaped, or when small_to_mtp_projection is present
- * iff C == H does not hold. */
+ * (BF16 or F32 matrices; Q8_0/Q4_0 too for the quantizable ones, which
+ * only a quantized model file holds). Fails with QTTS_ERR_FORMAT naming
+ * the tensor when one is missing or mis-shaped, or when
+ * small_to_mtp_projection is present iff C == H does not hold. */
 qtts_status qtts_talker_load(const qtts_config *cfg, const qtts_st_set *st,
                              qtts_talker_weights **out, qtts_err *err);
+
+/* qtts_talker_load, then each component's matrices in q's format (q may be
+ * NULL: as stored): BF16/F32 matrices are quantized (qtts_mat_quantize)
+ * and their mapped pages released; matrices already stored in that
+ * format are used in place. QTTS_ERR_UNSUPPORTED when a matrix is stored
+ * quantized in another format than the one asked for. */
+qtts_status qtts_talker_load_quant(const qtts_config *cfg, const qtts_st_set *st,
+                                   const qtts_talker_quant *q, qtts_talker_weights **out,
+                                   qtts_err *err);
 void qtts_talker_free(qtts_talker_weights *w);  /* NULL ok */
 
 typedef struct qtts_talker_state qtts_talker_state;

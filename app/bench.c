@@ -1,0 +1,661 @@
+/*
+ * bench.c - `qwen3-tts bench`: how fast each stage runs on this machine,
+ * and how far each is from what the machine allows.
+ *
+ *   qwen3-tts bench -m MODEL_DIR [--quant Q] [-j N] [--frames N] [--runs N] [--json]
+ *
+ * One engine is opened (timed: "open"), with the engine's stage timers on
+ * (engine_internal.h). Then, per run: the probes, then one synthesis of
+ * the text (a 12-word sentence by default) for exactly --frames frames
+ * unless EOS comes first (the model's sampling defaults, seed = run
+ * index; one short warm-up synthesis goes first). Reported, as medians
+ * over the runs:
+ *
+ *   talker, code predictor, codec decoder   ms per frame (stage timers)
+ *   prefill                                  ms (one prompt)
+ *   time to first audio                      request start -> first on_audio
+ *   RTF                                      wall time / audio time, whole request
+ *   peak RSS                                 getrusage, whole process
+ *
+ * and each decode-time stage as a multiple of its floor, the time the
+ * machine needs at the least:
+ *
+ *   weights  the stage's weight bytes per frame read by a streaming probe
+ *            (64-bit loads on every thread) right before the run, over the
+ *            very same memory: the talker's matrices once, the code
+ *            predictor's layers 15 times and each head once, as a frame
+ *            reads them (so the probe sees the same caches the stage does);
+ *   compute  the stage's multiply-adds per frame over a peak probe run on
+ *            every thread: fp32 FMA (12 independent chains of 8-lane FMAs
+ *            on AVX2) for BF16/F32 weights and the codec decoder, int8 dot
+ *            products (vpmaddubsw + vpmaddwd chains) for Q8_0/Q4_0.
+ *
+ * floor = max(weights, compute); "x floor" = measured / floor, per run,
+ * then the median. The probes read the model's own memory and need no
+ * buffers, so peak RSS is the engine's alone.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "bench.h"
+#include "codes_file.h"
+#include "qwen3_tts.h"
+
+#include "base/base.h"
+#include "base/thread.h"
+#include "engine/engine_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define BENCH_X86 1
+#endif
+
+#define MAX_RUNS 64
+#define DEFAULT_TEXT "The quick brown fox jumps over the lazy dog by the river."
+
+static void bdie(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void bdie(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("qwen3-tts: bench: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n) {
+    if (n <= 0) return 0;
+    double s[MAX_RUNS];
+    memcpy(s, v, sizeof(double) * (size_t)n);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+/* ==== bandwidth probe ===================================================== */
+
+typedef struct {
+    const unsigned char *p;
+    size_t n;
+} span;
+
+typedef struct {
+    span *s;
+    int n, cap;
+    uint64_t bytes;
+} span_list;
+
+typedef struct {
+    const span *s;
+    uint64_t *sums;
+} bw_job;
+
+#define SPAN_CHUNK (256u << 10)
+
+static void spans_add(span_list *l, const void *p, size_t n) {
+    l->bytes += n;
+    for (size_t off = 0; off < n; off += SPAN_CHUNK) {
+        if (l->n == l->cap) {
+            l->cap = l->cap ? 2 * l->cap : 1024;
+            l->s = realloc(l->s, sizeof *l->s * (size_t)l->cap);
+            if (!l->s) bdie("out of memory");
+        }
+        l->s[l->n++] = (span){(const unsigned char *)p + off, QTTS_MIN(SPAN_CHUNK, n - off)};
+    }
+}
+
+static void spans_add_mat(span_list *l, const qtts_mat *m) {
+    spans_add(l, m->data, qtts_mat_row_bytes(m->dtype, m->cols) * (size_t)m->rows);
+}
+
+static void spans_add_layers(span_list *l, const qtts_stack_weights *s) {
+    for (int i = 0; i < s->n_layers; i++) {
+        const qtts_layer_weights *L = &s->layers[i];
+        const qtts_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        for (int k = 0; k < 7; k++) spans_add_mat(l, m[k]);
+    }
+}
+
+static void bw_task(void *ctx, int t) {
+    const bw_job *j = ctx;
+    const unsigned char *p = j->s[t].p;
+    const size_t n = j->s[t].n / 32 * 32;
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i < n; i += 32) {
+        uint64_t w[4];
+        memcpy(w, p + i, 32);
+        a += w[0];
+        b += w[1];
+        c += w[2];
+        d += w[3];
+    }
+    j->sums[t] = a ^ b ^ c ^ d;
+}
+
+/* Seconds to stream every span of l once, on the process-wide pool. */
+static double bw_probe(const span_list *l) {
+    uint64_t *sums = calloc((size_t)l->n + 1, sizeof *sums);
+    if (!sums) bdie("out of memory");
+    bw_job j = {l->s, sums};
+    const double t0 = qtts_cli_now();
+    qtts_parallel_for(l->n, bw_task, &j);
+    const double t = qtts_cli_now() - t0;
+    volatile uint64_t sink = 0;
+    for (int i = 0; i < l->n; i++) sink ^= sums[i];
+    (void)sink;
+    free(sums);
+    return t;
+}
+
+/* ==== arithmetic-peak probes ============================================== */
+
+#define PEAK_ITERS 4000000L
+
+#ifdef BENCH_X86
+__attribute__((target("avx2,fma"))) static double fma_avx2(long iters) {
+    __m256 a[12];
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (int k = 0; k < 12; k++) a[k] = _mm256_set1_ps((float)k);
+    for (long i = 0; i < iters; i++)
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++) a[k] = _mm256_fmadd_ps(a[k], m, c);
+    __m256 s = a[0];
+    for (int k = 1; k < 12; k++) s = _mm256_add_ps(s, a[k]);
+    float out[8];
+    _mm256_storeu_ps(out, s);
+    return (double)out[0] + out[7];
+}
+
+__attribute__((target("avx2"))) static double int8_avx2(long iters) {
+    __m256i acc[8], w[8];
+    const __m256i x = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1),
+                  flip = _mm256_set1_epi8(0x15);
+    for (int k = 0; k < 8; k++) {
+        acc[k] = _mm256_setzero_si256();
+        w[k] = _mm256_set1_epi8((char)(k + 1));
+    }
+    for (long i = 0; i < iters; i++)
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            w[k] = _mm256_xor_si256(w[k], flip);
+            acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(w[k], x), ones));
+        }
+    __m256i s = acc[0];
+    for (int k = 1; k < 8; k++) s = _mm256_add_epi32(s, acc[k]);
+    return (double)_mm256_extract_epi32(s, 0);
+}
+#endif
+
+/* Portable stand-ins: the compiler's vectorisation of the same chains. */
+static double fma_scalar(long iters) {
+    float a[12][8];
+    for (int k = 0; k < 12; k++)
+        for (int l = 0; l < 8; l++) a[k][l] = (float)k;
+    for (long i = 0; i < iters; i++)
+        for (int k = 0; k < 12; k++)
+            for (int l = 0; l < 8; l++) a[k][l] = a[k][l] * 0.999999f + 1e-7f;
+    double s = 0;
+    for (int k = 0; k < 12; k++) s += a[k][0];
+    return s;
+}
+
+static double int8_scalar(long iters) {
+    int32_t acc[8][8] = {{0}};
+    int8_t w[8][32];
+    for (int k = 0; k < 8; k++)
+        for (int l = 0; l < 32; l++) w[k][l] = (int8_t)(k + l);
+    for (long i = 0; i < iters; i++)
+        for (int k = 0; k < 8; k++)
+            for (int l = 0; l < 8; l++) {
+                w[k][l] ^= 0x15;
+                acc[k][l] += 3 * (w[k][4 * l] + w[k][4 * l + 1] + w[k][4 * l + 2] + w[k][4 * l + 3]);
+            }
+    double s = 0;
+    for (int k = 0; k < 8; k++) s += acc[k][0];
+    return s;
+}
+
+typedef struct {
+    bool int8;
+    long iters;
+    double sink[QTTS_MAX_THREADS];
+} peak_job;
+
+static bool have_avx2(void) {
+#ifdef BENCH_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+static void peak_task(void *ctx, int t) {
+    peak_job *j = ctx;
+    double r;
+#ifdef BENCH_X86
+    if (have_avx2()) r = j->int8 ? int8_avx2(j->iters) : fma_avx2(j->iters);
+    else
+#endif
+        r = j->int8 ? int8_scalar(j->iters / 8) : fma_scalar(j->iters / 8);
+    j->sink[t % QTTS_MAX_THREADS] = r;
+}
+
+/* Operations per second on every thread: fp32 FLOP (2 per FMA) or int8
+ * OP (2 per multiply-add). */
+static double peak_probe(bool int8) {
+    const int th = qtts_threads_count();
+    peak_job j = {int8, PEAK_ITERS, {0}};
+    const double t0 = qtts_cli_now();
+    qtts_parallel_for(th, peak_task, &j);
+    const double t = qtts_cli_now() - t0;
+    const double per_iter = have_avx2() ? (int8 ? 8.0 * 32 * 2 : 12.0 * 8 * 2)
+                                        : (int8 ? 8.0 * 32 * 2 : 12.0 * 8 * 2) / 8;
+    return th * (double)j.iters * per_iter / t;
+}
+
+/* ==== what each stage reads and computes per frame ========================= */
+
+static double mat_macs(const qtts_mat *m) { return (double)m->rows * m->cols; }
+
+static double mat_bytes(const qtts_mat *m) {
+    return (double)qtts_mat_row_bytes(m->dtype, m->cols) * m->rows;
+}
+
+static double layers_macs(const qtts_stack_weights *s) {
+    double t = 0;
+    for (int i = 0; i < s->n_layers; i++) {
+        const qtts_layer_weights *L = &s->layers[i];
+        const qtts_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        for (int k = 0; k < 7; k++) t += mat_macs(m[k]);
+    }
+    return t;
+}
+
+/* Attention multiply-adds of one row at context ctx (QK and PV). */
+static double attn_macs(const qtts_stack_weights *s, double ctx) {
+    return (double)s->n_layers * 2.0 * s->n_heads * s->head_dim * ctx;
+}
+
+typedef struct {
+    double talker_bytes, talker_macs;  /* per frame */
+    double cp_bytes, cp_macs;
+    double codec_macs;                 /* per frame of audio */
+    bool quantized;                    /* talker/CP matrices are Q8_0/Q4_0 */
+} stage_cost;
+
+static double conv_macs(const qtts_conv1d *c) { return (double)c->cout * c->cin * c->taps; }
+
+/* Multiply-adds of the codec decoder per frame (its convolutions and
+ * linear layers at the rate each runs; element-wise work left out). */
+static double codec_macs(const qtts_codec_decoder *d) {
+    double r = 1, t = 2.0 * d->rvq_dim * d->cb_vec + conv_macs(&d->pre_conv);
+    t += mat_macs(&d->in_proj) + mat_macs(&d->out_proj);
+    for (int l = 0; l < d->layers; l++) {
+        const qtts_codec_layer *L = &d->tl[l];
+        const qtts_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        for (int k = 0; k < 7; k++) t += mat_macs(m[k]);
+        t += 2.0 * d->heads * d->head_dim * d->window;
+    }
+    for (int i = 0; i < d->n_ups; i++) {
+        const qtts_codec_upsample *u = &d->upx[i];
+        t += conv_macs(&u->tconv) * r;
+        r *= u->stride;
+        t += ((double)d->latent * 7 + conv_macs(&u->pw1) + conv_macs(&u->pw2)) * r;
+    }
+    t += conv_macs(&d->dec0) * r;
+    for (int b = 0; b < d->n_blocks; b++) {
+        const qtts_codec_block *B = &d->blocks[b];
+        t += conv_macs(&B->tconv) * r;
+        r *= B->stride;
+        for (int k = 0; k < 3; k++) t += (conv_macs(&B->res[k].conv1) + conv_macs(&B->res[k].conv2)) * r;
+    }
+    t += conv_macs(&d->dec_out) * r;
+    return t;
+}
+
+static stage_cost costs(const qtts_talker_weights *w, const qtts_codec_decoder *d, double ctx) {
+    stage_cost c = {0};
+    const int passes = w->n_groups - 1;
+    double lb = 0;
+    for (int i = 0; i < w->talker.n_layers; i++) {
+        const qtts_layer_weights *L = &w->talker.layers[i];
+        const qtts_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        for (int k = 0; k < 7; k++) lb += mat_bytes(m[k]);
+    }
+    c.talker_bytes = lb + mat_bytes(&w->codec_head);
+    c.talker_macs = layers_macs(&w->talker) + mat_macs(&w->codec_head) + attn_macs(&w->talker, ctx);
+    double cl = 0;
+    for (int i = 0; i < w->cp.n_layers; i++) {
+        const qtts_layer_weights *L = &w->cp.layers[i];
+        const qtts_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        for (int k = 0; k < 7; k++) cl += mat_bytes(m[k]);
+    }
+    double heads_b = 0, heads_m = 0;
+    for (int j = 0; j < passes; j++) {
+        heads_b += mat_bytes(&w->cp_head[j]);
+        heads_m += mat_macs(&w->cp_head[j]);
+    }
+    const double mtp_b = w->has_mtp ? mat_bytes(&w->mtp) : 0, mtp_m = w->has_mtp ? mat_macs(&w->mtp) : 0;
+    c.cp_bytes = passes * (cl + mtp_b) + heads_b;
+    /* rows: 2 in the first pass, 1 in each other; attention over positions 0..G-1 */
+    double cp_attn = 0;
+    for (int p = 0; p < w->n_groups; p++) cp_attn += attn_macs(&w->cp, p + 1);
+    c.cp_macs = (passes + 1) * (layers_macs(&w->cp) + mtp_m) + heads_m + cp_attn;
+    c.codec_macs = codec_macs(d);
+    c.quantized = w->talker.layers[0].q.dtype == QTTS_DT_Q8_0 ||
+                  w->talker.layers[0].q.dtype == QTTS_DT_Q4_0;
+    return c;
+}
+
+/* ==== one synthesis ======================================================== */
+
+typedef struct {
+    double t_start, t_first;
+    size_t samples;
+} audio_sink;
+
+static int bench_audio(void *user, const float *pcm, size_t n) {
+    audio_sink *a = user;
+    (void)pcm;
+    if (!a->samples && n) a->t_first = qtts_cli_now();
+    a->samples += n;
+    return 0;
+}
+
+typedef struct {
+    double talker_ms, cp_ms, codec_ms, prefill_ms, ttfa_s, total_s, audio_s, rtf;
+    int frames, prefill_rows;
+    double bw_talker_s, bw_cp_s, fma, int8;  /* probes */
+} run_result;
+
+static run_result synth_once(qtts_engine *eng, qtts_session *ses, const qtts_request *base,
+                             int frames, uint64_t seed) {
+    qtts_request req = *base;
+    audio_sink a = {0};
+    req.max_new_tokens = frames + 1;
+    req.seed = seed;
+    req.on_audio = bench_audio;
+    req.user = &a;
+    qtts_engine_stats_reset(eng);
+    qtts_result res;
+    qtts_error err;
+    a.t_start = qtts_cli_now();
+    if (qtts_synthesize(ses, &req, &res, &err)) bdie("%s", err.msg);
+    const double t_end = qtts_cli_now();
+    qtts_engine_stats s;
+    qtts_engine_stats_get(eng, &s);
+    run_result r = {0};
+    r.frames = res.n_frames;
+    r.talker_ms = s.talker_rows ? 1e3 * s.talker_s / (double)s.talker_rows : 0;
+    r.cp_ms = s.cp_rows ? 1e3 * s.cp_s / (double)s.cp_rows : 0;
+    r.codec_ms = s.codec_frames ? 1e3 * s.codec_s / (double)s.codec_frames : 0;
+    r.prefill_ms = 1e3 * s.prefill_s;
+    r.prefill_rows = (int)s.prefill_rows;
+    r.total_s = t_end - a.t_start;
+    r.ttfa_s = a.samples ? a.t_first - a.t_start : r.total_s;
+    r.audio_s = (double)a.samples / QTTS_SAMPLE_RATE;
+    r.rtf = r.audio_s > 0 ? r.total_s / r.audio_s : 0;
+    return r;
+}
+
+/* ==== output =============================================================== */
+
+static void usage_bench(FILE *f) {
+    fputs("usage: qwen3-tts bench -m MODEL_DIR [options]\n"
+          "\n"
+          "Per-stage milliseconds per frame (talker, code predictor, codec decoder), prefill,\n"
+          "time to first audio, RTF and peak RSS, each decode-time stage also as a multiple of\n"
+          "its floor on this machine (weight bytes / bandwidth and multiply-adds / peak, from\n"
+          "probes run in the same process before each run). Medians over the runs.\n"
+          "\n"
+          "  -m, --model DIR          model directory (bf16, or written by 'qwen3-tts quantize')\n"
+          "      --quant Q            talker and code predictor as int8 or int4 (quantized at load)\n"
+          "      --quant-talker Q, --quant-cp Q   per component\n"
+          "  -j, --threads N          threads (default: all cores)\n"
+          "      --frames N           frames per run (default 100; fewer if EOS comes first)\n"
+          "      --runs N             runs (default 5)\n"
+          "      --text TEXT          what to say (default: a 12-word sentence)\n"
+          "  -s, --speaker NAME       CustomVoice speaker (default: the first)\n"
+          "  -i, --instruct TEXT      VoiceDesign description (default: a calm voice)\n"
+          "      --voice FILE         Base models: a voice profile\n"
+          "      --backend NAME       cpu (default) or cuda\n"
+          "      --json               JSON on stdout instead of the table\n"
+          "  -h, --help\n",
+          f);
+}
+
+static long parse_int(const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi) bdie("%s: expected an integer in [%ld, %ld]", flag, lo, hi);
+    return v;
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void cpu_name(char *out, size_t cap) {
+    snprintf(out, cap, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10)) continue;
+        const char *c = strchr(line, ':');
+        if (!c) break;
+        c++;
+        while (*c == ' ' || *c == '\t') c++;
+        snprintf(out, cap, "%s", c);
+        out[strcspn(out, "\n")] = 0;
+        break;
+    }
+    fclose(f);
+}
+
+static int count_words(const char *s) {
+    int n = 0;
+    bool in = false;
+    for (; *s; s++) {
+        const bool sp = *s == ' ' || *s == '\t' || *s == '\n';
+        if (!sp && !in) n++;
+        in = !sp;
+    }
+    return n;
+}
+
+int qtts_cmd_bench(int argc, char **argv) {
+    const char *model = NULL, *text = DEFAULT_TEXT, *speaker = NULL, *instruct = NULL;
+    const char *voice_path = NULL, *backend = NULL;
+    qtts_engine_options eo;
+    qtts_engine_options_init(&eo);
+    int frames = 100, runs = 5;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+#define NEXT() (i + 1 < argc ? argv[++i] : (bdie("%s needs a value", a), (char *)NULL))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_bench(stdout); return 0; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = NEXT();
+        else if (!strcmp(a, "--quant")) eo.quant_talker = eo.quant_cp = NEXT();
+        else if (!strcmp(a, "--quant-talker")) eo.quant_talker = NEXT();
+        else if (!strcmp(a, "--quant-cp")) eo.quant_cp = NEXT();
+        else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) eo.n_threads = (int)parse_int(a, NEXT(), 0, 1024);
+        else if (!strcmp(a, "--frames")) frames = (int)parse_int(a, NEXT(), 1, 100000);
+        else if (!strcmp(a, "--runs")) runs = (int)parse_int(a, NEXT(), 1, MAX_RUNS);
+        else if (!strcmp(a, "--text")) text = NEXT();
+        else if (!strcmp(a, "-s") || !strcmp(a, "--speaker")) speaker = NEXT();
+        else if (!strcmp(a, "-i") || !strcmp(a, "--instruct")) instruct = NEXT();
+        else if (!strcmp(a, "--voice")) voice_path = NEXT();
+        else if (!strcmp(a, "--backend")) backend = NEXT();
+        else if (!strcmp(a, "--json")) json = true;
+        else bdie("unknown option '%s' (see qwen3-tts bench --help)", a);
+#undef NEXT
+    }
+    if (!model) bdie("-m MODEL_DIR is required (see qwen3-tts bench --help)");
+    if (backend) eo.backend = backend;
+
+    qtts_error err;
+    qtts_engine *eng = NULL;
+    double t_open = qtts_cli_now();
+    if (qtts_engine_open(model, &eo, &eng, &err)) bdie("%s", err.msg);
+    t_open = qtts_cli_now() - t_open;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const double rss_open_mb = ru.ru_maxrss / 1024.0;
+    if (qtts_engine_stats_enable(eng, &err)) bdie("%s", err.msg);
+
+    qtts_model_info info;
+    qtts_engine_info(eng, &info);
+    qtts_request req;
+    qtts_request_init(&req);
+    req.text = text;
+    qtts_voice *voice = NULL;
+    if (info.kind == QTTS_KIND_CUSTOM_VOICE) req.speaker = speaker ? speaker : qtts_engine_speaker(eng, 0);
+    else if (info.kind == QTTS_KIND_VOICE_DESIGN) req.instruct = instruct ? instruct : "A calm, clear voice.";
+    else {
+        if (!voice_path) bdie("a Base model needs --voice PROFILE (qwen3-tts voice create)");
+        if (qtts_voice_load(eng, voice_path, &voice, &err)) bdie("%s", err.msg);
+        req.voice = voice;
+    }
+    qtts_session *ses = qtts_session_new(eng, &err);
+    if (!ses) bdie("%s", err.msg);
+
+    const qtts_talker_weights *w = qtts_engine_talker(eng);
+    const qtts_codec_decoder *dec = qtts_engine_codec(eng);
+    span_list talker_sp = {0}, cp_sp = {0};
+    spans_add_layers(&talker_sp, &w->talker);
+    spans_add_mat(&talker_sp, &w->codec_head);
+    for (int j = 0; j < w->n_groups - 1; j++) {   /* one frame's reads, pass by pass */
+        if (w->has_mtp) spans_add_mat(&cp_sp, &w->mtp);
+        spans_add_layers(&cp_sp, &w->cp);
+        spans_add_mat(&cp_sp, &w->cp_head[j]);
+    }
+
+    if (!json)
+        fprintf(stderr, "qwen3-tts: bench: warm-up, then %d runs of %d frames\n", runs, frames);
+    synth_once(eng, ses, &req, QTTS_MIN(frames, 4), 1000);   /* warm-up: pages, scratch */
+
+    run_result rr[MAX_RUNS];
+    double x_talker[MAX_RUNS], x_cp[MAX_RUNS], x_tcp[MAX_RUNS], x_codec[MAX_RUNS];
+    stage_cost cost = {0};
+    for (int r = 0; r < runs; r++) {
+        const double bw_t = bw_probe(&talker_sp), bw_c = bw_probe(&cp_sp);
+        const double fma = peak_probe(false), i8 = peak_probe(true);
+        rr[r] = synth_once(eng, ses, &req, frames, (uint64_t)r);
+        rr[r].bw_talker_s = bw_t;
+        rr[r].bw_cp_s = bw_c;
+        rr[r].fma = fma;
+        rr[r].int8 = i8;
+        /* attention at the run's mean talker context */
+        cost = costs(w, dec, rr[r].prefill_rows + rr[r].frames / 2.0);
+        const double peak = cost.quantized ? i8 : fma;
+        const double ft = 1e3 * QTTS_MAX(bw_t, 2 * cost.talker_macs / peak),
+                     fc = 1e3 * QTTS_MAX(bw_c, 2 * cost.cp_macs / peak),
+                     fd = 1e3 * 2 * cost.codec_macs / fma;
+        x_talker[r] = rr[r].talker_ms / ft;
+        x_cp[r] = rr[r].cp_ms / fc;
+        x_tcp[r] = (rr[r].talker_ms + rr[r].cp_ms) / (ft + fc);
+        x_codec[r] = rr[r].codec_ms / fd;
+        if (!json)
+            fprintf(stderr, "  run %d: %d frames, talker %.1f + CP %.1f ms/frame (x%.2f floor), codec %.1f ms/frame, TTFA %.2f s, RTF %.2f\n",
+                    r + 1, rr[r].frames, rr[r].talker_ms, rr[r].cp_ms, x_tcp[r], rr[r].codec_ms,
+                    rr[r].ttfa_s, rr[r].rtf);
+    }
+    getrusage(RUSAGE_SELF, &ru);
+    const double rss_peak_mb = ru.ru_maxrss / 1024.0;
+
+#define MED(field) ({ double v_[MAX_RUNS]; for (int r_ = 0; r_ < runs; r_++) v_[r_] = rr[r_].field; median(v_, runs); })
+    const double talker_ms = MED(talker_ms), cp_ms = MED(cp_ms), codec_ms = MED(codec_ms);
+    const double prefill_ms = MED(prefill_ms), ttfa = MED(ttfa_s), rtf = MED(rtf), audio_s = MED(audio_s);
+    const double bw_t = MED(bw_talker_s), bw_c = MED(bw_cp_s), fma = MED(fma), i8 = MED(int8);
+    const double frames_med = MED(frames), prefill_rows = MED(prefill_rows);
+#undef MED
+    const double peak = cost.quantized ? i8 : fma;
+    const double ft = 1e3 * QTTS_MAX(bw_t, 2 * cost.talker_macs / peak),
+                 fc = 1e3 * QTTS_MAX(bw_c, 2 * cost.cp_macs / peak),
+                 fd = 1e3 * 2 * cost.codec_macs / fma;
+    char cpu[256];
+    cpu_name(cpu, sizeof cpu);
+    static const char *kinds[] = {"custom_voice", "voice_design", "base"};
+    const char *isa = qtts_kernels_isa();
+    const int threads = qtts_threads_count();
+
+    if (json) {
+        printf("{\"model\":");
+        json_str(model);
+        printf(",\"kind\":\"%s\",\"size\":\"%s\",\"quant\":{\"talker\":\"%s\",\"cp\":\"%s\"},",
+               kinds[info.kind], info.size, info.quant_talker, info.quant_cp);
+        printf("\"machine\":{\"cpu\":");
+        json_str(cpu);
+        printf(",\"cpus\":%d,\"threads\":%d,\"isa\":\"%s\"},", qtts_cpu_count(), threads, isa);
+        printf("\"text\":");
+        json_str(text);
+        printf(",\"words\":%d,\"runs\":%d,\"frames\":%.0f,\"open_s\":%.3f,", count_words(text), runs,
+               frames_med, t_open);
+        printf("\"probes\":{\"talker_read_gbs\":%.2f,\"cp_read_gbs\":%.2f,\"fma_gflops\":%.1f,"
+               "\"int8_gops\":%.1f},",
+               cost.talker_bytes / bw_t / 1e9, cost.cp_bytes / bw_c / 1e9, fma / 1e9, i8 / 1e9);
+        printf("\"stages\":{");
+        printf("\"talker\":{\"ms_per_frame\":%.3f,\"floor_ms\":%.3f,\"x_floor\":%.3f,"
+               "\"weight_bytes\":%.0f,\"flops\":%.0f},",
+               talker_ms, ft, median(x_talker, runs), cost.talker_bytes, 2 * cost.talker_macs);
+        printf("\"code_predictor\":{\"ms_per_frame\":%.3f,\"floor_ms\":%.3f,\"x_floor\":%.3f,"
+               "\"weight_bytes\":%.0f,\"flops\":%.0f},",
+               cp_ms, fc, median(x_cp, runs), cost.cp_bytes, 2 * cost.cp_macs);
+        printf("\"talker_cp\":{\"ms_per_frame\":%.3f,\"floor_ms\":%.3f,\"x_floor\":%.3f},",
+               talker_ms + cp_ms, ft + fc, median(x_tcp, runs));
+        printf("\"codec\":{\"ms_per_frame\":%.3f,\"floor_ms\":%.3f,\"x_floor\":%.3f,\"flops\":%.0f}},",
+               codec_ms, fd, median(x_codec, runs), 2 * cost.codec_macs);
+        printf("\"prefill_ms\":%.2f,\"prefill_rows\":%.0f,\"ttfa_s\":%.3f,\"rtf\":%.3f,"
+               "\"audio_s\":%.3f,\"peak_rss_mb\":%.1f,\"rss_after_open_mb\":%.1f}\n",
+               prefill_ms, prefill_rows, ttfa, rtf, audio_s, rss_peak_mb, rss_open_mb);
+    } else {
+        printf("qwen3-tts bench: %s (%s %s), talker %s, code predictor %s, %s backend\n", model,
+               kinds[info.kind], info.size, info.quant_talker, info.quant_cp,
+               backend ? backend : "cpu");
+        printf("machine: %s, %d CPUs, %d threads, kernels %s\n", cpu, qtts_cpu_count(), threads, isa);
+        printf("probes (medians): talker weights read at %.1f GB/s, code predictor's at %.1f GB/s; "
+               "fp32 FMA %.0f GFLOP/s, int8 dot %.0f GOP/s\n",
+               cost.talker_bytes / bw_t / 1e9, cost.cp_bytes / bw_c / 1e9, fma / 1e9, i8 / 1e9);
+        printf("text: \"%s\" (%d words); %.0f frames per run, %d runs, medians\n\n", text,
+               count_words(text), frames_med, runs);
+        printf("%-22s %10s %10s %8s   %s\n", "stage", "ms/frame", "floor ms", "x floor",
+               "per frame");
+        printf("%-22s %10.2f %10.2f %8.2f   %.3f GB weights, %.2f GFLOP\n", "talker", talker_ms, ft,
+               median(x_talker, runs), cost.talker_bytes / 1e9, 2 * cost.talker_macs / 1e9);
+        printf("%-22s %10.2f %10.2f %8.2f   %.3f GB weights, %.2f GFLOP\n", "code predictor", cp_ms,
+               fc, median(x_cp, runs), cost.cp_bytes / 1e9, 2 * cost.cp_macs / 1e9);
+        printf("%-22s %10.2f %10.2f %8.2f\n", "talker + CP", talker_ms + cp_ms, ft + fc,
+               median(x_tcp, runs));
+        printf("%-22s %10.2f %10.2f %8.2f   %.2f GFLOP\n", "codec decoder", codec_ms, fd,
+               median(x_codec, runs), 2 * cost.codec_macs / 1e9);
+        printf("\n%-22s %10.1f ms (%.0f rows)\n", "prefill", prefill_ms, prefill_rows);
+        printf("%-22s %10.3f s\n", "time to first audio", ttfa);
+        printf("%-22s %10.3f   (%.2f s of audio per run)\n", "RTF", rtf, audio_s);
+        printf("%-22s %10.3f s\n", "open", t_open);
+        printf("%-22s %10.0f MB (%.0f MB after open)\n", "peak RSS", rss_peak_mb, rss_open_mb);
+    }
+    free(talker_sp.s);
+    free(cp_sp.s);
+    qtts_session_free(ses);
+    qtts_voice_free(voice);
+    qtts_engine_close(eng);
+    return 0;
+}
