@@ -284,9 +284,9 @@ void qtts_conv1d_run_isa(const qtts_conv_isa *isa, const qtts_conv1d *c, float *
                   .ntiles = ceil_div(n, nr), .accumulate = accumulate};
     j.nkb = ceil_div(j.K, kc);
     j.kc = kc;
-    /* Weight block (groups x 8 x kc) in half the L2, accumulators in a quarter. */
+    /* Weight block (groups x 8 x kc) and accumulators in a quarter of the L2 each. */
     const size_t l2 = l2_bytes;
-    int gpt = (int)QTTS_MAX((size_t)1, l2 / 2 / (sizeof(float) * MR * (size_t)QTTS_MIN(kc, j.K)));
+    int gpt = (int)QTTS_MAX((size_t)1, l2 / 4 / (sizeof(float) * MR * (size_t)QTTS_MIN(kc, j.K)));
     gpt = QTTS_MIN(gpt, j.ngroups);
     int nmc = ceil_div(j.ngroups, gpt);
     int tpt = (int)QTTS_MAX((size_t)1, l2 / 4 / (sizeof(float) * MR * nr * (size_t)gpt));

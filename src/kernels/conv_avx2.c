@@ -6,7 +6,9 @@
  * panel (4 x 3 ymm accumulators + 3 panel vectors + 1 broadcast weight = 16
  * registers). Per panel row: 3 aligned loads, 4 weight broadcasts, 12 FMAs.
  * The last partial column group of y is read and written with
- * vmaskmovps, so nothing past column `cols` is touched.
+ * vmaskmovps, so nothing past column `cols` is touched. The final store
+ * prefetches the same rows of the next column tile (a row of y is far from
+ * the next one, so the hardware prefetchers do not cover it).
  *
  * Snake: 8 lanes of the polynomial of conv_impl.h (both the sine and cosine
  * polynomials, blended by the quadrant's parity); lanes with |u| > 8192 or
@@ -57,6 +59,10 @@ static void tile_avx2(const qtts_conv_tile *t) {
         const int rows = QTTS_MIN(4, t->rows - 4 * h);
         for (int r = 0; r < rows; r++) {
             float *yr = t->y + (size_t)(4 * h + r) * t->ldy;
+            /* the next column tile's rows of y (read when accumulating, and
+             * owned for the store either way) */
+            __builtin_prefetch(yr + NR, 1);
+            __builtin_prefetch(yr + NR + 16, 1);
             const __m256 b = _mm256_set1_ps(t->bias ? t->bias[4 * h + r] : 0.0f);
             for (int v = 0; v < 3 && 8 * v < t->cols; v++) {
                 __m256 val = _mm256_add_ps(_mm256_load_ps(acc + r * NR + 8 * v), b);

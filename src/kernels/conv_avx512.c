@@ -6,7 +6,8 @@
  * vectors (27 of 32 registers). Per panel row: 3 aligned loads and 24
  * FMAs whose weight operand is an embedded {1to16} broadcast from the
  * packed weights, so the loads stay well under the two FMA ports' needs.
- * The last partial column group of y is read and written with masks.
+ * The last partial column group of y is read and written with masks; the
+ * final store prefetches the same rows of the next column tile.
  *
  * Snake: 16 lanes of the polynomial of conv_impl.h, parity blend by mask;
  * lanes with |u| > 8192 or non-finite u are redone with libm sinf; the
@@ -51,6 +52,11 @@ static void tile_avx512(const qtts_conv_tile *t) {
     if (!t->y) return;
     for (int r = 0; r < t->rows; r++) {
         float *yr = t->y + (size_t)r * t->ldy;
+        /* the next column tile's rows of y (read when accumulating, and owned
+         * for the store either way) */
+        __builtin_prefetch(yr + NR, 1);
+        __builtin_prefetch(yr + NR + 16, 1);
+        __builtin_prefetch(yr + NR + 32, 1);
         const __m512 b = _mm512_set1_ps(t->bias ? t->bias[r] : 0.0f);
         for (int v = 0; v < 3 && 16 * v < t->cols; v++) {
             const __mmask16 m = lanes_below(t->cols - 16 * v);

@@ -33,6 +33,8 @@
  */
 #include "codec_decoder.h"
 
+#include "../base/thread.h"
+
 #include <limits.h>
 #include <sys/mman.h>
 #include <math.h>
@@ -534,7 +536,7 @@ static bool scratch_sizes(const qtts_codec_decoder *d, int T, size_t *big, size_
                         2 * (uint64_t)d->inter;
     const uint64_t kvd = (uint64_t)d->kv_heads * d->head_dim;
     const uint64_t extra = 2 * ((uint64_t)d->window - 1 + T) * kvd +
-                           (uint64_t)T * d->head_dim + d->window;
+                           (uint64_t)T * d->head_dim + (uint64_t)d->heads * d->window;
     size_t t = 0;
     ok = ok && cap_max(&t, T, QTTS_MAX(qn, tn)) && cap_max(&t, 1, t + extra);
     *tm = t;
@@ -626,13 +628,45 @@ static void rope_rows(float *cos_t, float *sin_t, int p0, int n, int d, double t
     }
 }
 
+typedef struct {
+    const qtts_codec_decoder *d;
+    const float *q, *k, *v;   /* [T, qd], [kn + T, kvd] x2 (positions base..) */
+    float *att, *sc;          /* [T, qd], [heads, window] */
+    int T, p0, base;
+    float scale;
+} attn_job;
+
+/* One head of the sliding-window causal attention: position p sees keys
+ * p-window < j <= p. */
+static void attn_head(void *ctx, int hh) {
+    const attn_job *a = ctx;
+    const qtts_codec_decoder *d = a->d;
+    const int D = d->head_dim, W = d->window, qd = d->heads * D, kvd = d->kv_heads * D;
+    const int kh = hh / (d->heads / d->kv_heads);
+    float *sc = a->sc + (size_t)hh * W;
+    for (int i = 0; i < a->T; i++) {
+        const int p = a->p0 + i, lo = QTTS_MAX(0, p - W + 1), nk = p - lo + 1;
+        const float *qi = a->q + (size_t)i * qd + hh * D;
+        const float *kb = a->k + (size_t)(lo - a->base) * kvd + kh * D;
+        const float *vb = a->v + (size_t)(lo - a->base) * kvd + kh * D;
+        for (int j = 0; j < nk; j++) sc[j] = qtts_dot_f32(qi, kb + (size_t)j * kvd, D) * a->scale;
+        qtts_softmax(sc, nk);
+        float *o = a->att + (size_t)i * qd + hh * D;
+        for (int e = 0; e < D; e++) o[e] = 0.0f;
+        for (int j = 0; j < nk; j++) {
+            const float *vj = vb + (size_t)j * kvd;
+            for (int e = 0; e < D; e++) o[e] += sc[j] * vj[e];
+        }
+    }
+}
+
 /* pre_transformer over T new positions st->pos.. : x [T, latent] time-major
  * in, out [T, latent] time-major; the state's key/value rows are the
  * earlier positions the sliding window still sees. */
 static void transformer(const qtts_codec_decoder *d, float *tm, causal_state *st,
                         const float *x, float *out, int T) {
     const int H = d->hidden, I = d->inter, D = d->head_dim, half = D / 2, W = d->window;
-    const int qd = d->heads * D, kvd = d->kv_heads * D, grp = d->heads / d->kv_heads;
+    const int qd = d->heads * D, kvd = d->kv_heads * D;
     const int keep = W - 1, p0 = st->pos, kn = st->kv_n, base = p0 - kn;
     float *h = tm;                          /* [T, H] residual stream */
     float *xn = h + (size_t)T * H;          /* [T, H] */
@@ -645,7 +679,7 @@ static void transformer(const qtts_codec_decoder *d, float *tm, causal_state *st
     float *up = gate + (size_t)T * I;       /* [T, I] */
     float *cos_t = up + (size_t)T * I;      /* [T, D/2] positions p0.. */
     float *sin_t = cos_t + (size_t)T * half;/* [T, D/2] */
-    float *sc = sin_t + (size_t)T * half;   /* [window] scores */
+    float *sc = sin_t + (size_t)T * half;   /* [heads, window] scores */
     const float scale = 1.0f / sqrtf((float)D);
     const int total = kn + T, nkeep = QTTS_MIN(keep, total);
 
@@ -667,25 +701,9 @@ static void transformer(const qtts_codec_decoder *d, float *tm, causal_state *st
             for (int hh = 0; hh < d->heads; hh++) qtts_rope(q + (size_t)t * qd + hh * D, c, s, D);
             for (int hh = 0; hh < d->kv_heads; hh++) qtts_rope(kt + (size_t)t * kvd + hh * D, c, s, D);
         }
-        /* sliding-window causal attention: position p sees keys p-window < j <= p */
-        for (int hh = 0; hh < d->heads; hh++) {
-            const int kh = hh / grp;
-            for (int i = 0; i < T; i++) {
-                const int p = p0 + i, lo = QTTS_MAX(0, p - W + 1), nk = p - lo + 1;
-                const float *qi = q + (size_t)i * qd + hh * D;
-                const float *kb = k + (size_t)(lo - base) * kvd + kh * D;
-                const float *vb = v + (size_t)(lo - base) * kvd + kh * D;
-                for (int j = 0; j < nk; j++)
-                    sc[j] = qtts_dot_f32(qi, kb + (size_t)j * kvd, D) * scale;
-                qtts_softmax(sc, nk);
-                float *o = att + (size_t)i * qd + hh * D;
-                for (int e = 0; e < D; e++) o[e] = 0.0f;
-                for (int j = 0; j < nk; j++) {
-                    const float *vj = vb + (size_t)j * kvd;
-                    for (int e = 0; e < D; e++) o[e] += sc[j] * vj[e];
-                }
-            }
-        }
+        /* sliding-window causal attention, heads over the thread pool */
+        attn_job aj = {d, q, k, v, att, sc, T, p0, base, scale};
+        qtts_parallel_for(d->heads, attn_head, &aj);
         memcpy(kc, k + (size_t)(total - nkeep) * kvd, sizeof(float) * (size_t)nkeep * kvd);
         memcpy(vc, v + (size_t)(total - nkeep) * kvd, sizeof(float) * (size_t)nkeep * kvd);
         qtts_matmul(tmp, att, T, &L->o, NULL);

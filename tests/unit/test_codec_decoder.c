@@ -13,6 +13,7 @@
  * Set QTTS_TEST_VERBOSE=1 to print every measured error.
  */
 #include "harness.h"
+#include "base/thread.h"
 #include "model/codec_decoder.h"
 
 #include <dirent.h>
@@ -492,8 +493,8 @@ static bool stream_matches(const qtts_codec_decoder *d, const int32_t *codes, in
 /* Streaming equals the chunked decode bit for bit, across the window
  * restarts at 300 and 600 and their 25-frame left contexts, for pushes of
  * 1 frame, of odd sizes, of everything at once, with runs split by a
- * small max_frames; reset starts over; bad codes leave the stream as it
- * was. */
+ * small max_frames, at 1 and 2 threads; reset starts over; bad codes leave
+ * the stream as it was. */
 static void test_stream(void) {
     qtts_codec_decoder *d = load_model(DEFAULT_MODEL);
     REQUIRE(d, "model");
@@ -517,6 +518,15 @@ static void test_stream(void) {
     CHECK(stream_matches(d, codes, T, want, 16, odd, 7, NULL), "pushes of odd sizes");
     CHECK(stream_matches(d, codes, T, want, 5, all, 1, NULL), "one push, runs of 5");
     CHECK(stream_matches(d, codes, T, want, 300, big, 3, NULL), "large pushes");
+    /* the same bits on the thread pool (convs, snake, attention heads, matmuls) */
+    qtts_threads_init(2);
+    float *dec2 = malloc(sizeof(float) * (size_t)d->upsample * T);
+    CHECK(qtts_codec_decode(d, codes, T, dec2, &err) == QTTS_OK, "%s", err.msg);
+    CHECK(memcmp(dec2, want, sizeof(float) * (size_t)d->upsample * T) == 0,
+          "decode at 2 threads differs from 1 thread");
+    CHECK(stream_matches(d, codes, T, want, 16, odd, 7, NULL), "pushes at 2 threads");
+    qtts_threads_init(1);
+    free(dec2);
     /* reset, and bad codes in the middle of a stream */
     qtts_codec_stream *s = NULL;
     REQUIRE(qtts_codec_stream_new(d, 8, &s, &err) == QTTS_OK, "%s", err.msg);
@@ -623,5 +633,6 @@ int main(void) {
     TEST_RUN(test_chunked);
     TEST_RUN(test_stream);
     qtts_codec_decoder_free(cached);
+    qtts_threads_shutdown();
     TEST_END();
 }
