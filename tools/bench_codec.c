@@ -21,11 +21,11 @@
  *            push as its own window with 25 frames of left context would
  *            give: max |diff| from the reference (--no-stream skips all).
  *
- *   bench_codec [--model DIR] [--frames 16] [--threads 1,2] [--runs 3]
+ *   bench_codec [--model DIR] [--frames 24] [--threads 1,2] [--runs 3]
  *               [--no-convs] [--no-stream] [--stream-frames 48]
- *               [--push 1,4,16]
+ *               [--push 1,4,24]
  *
- * --frames 16 is the run size qtts_codec_decode streams in
+ * --frames 24 is the run size qtts_codec_decode streams in
  * (QTTS_CODEC_STREAM_FRAMES). On a shared machine the cpu-ms figures (CPU
  * time of the process, all threads) are the ones to compare; wall time
  * includes waiting for other tenants.
@@ -378,8 +378,8 @@ static bool is_dir(const char *p) {
 
 int main(int argc, char **argv) {
     const char *model = NULL;
-    int frames = 16, runs = 3, threads[8] = {1, 2}, n_threads = 2;
-    int stream_frames = 48, pushes[8] = {1, 4, 16}, n_pushes = 3;
+    int frames = 24, runs = 3, threads[8] = {1, 2}, n_threads = 2;
+    int stream_frames = 48, pushes[8] = {1, 4, 24}, n_pushes = 3;
     bool convs = true, stream = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -394,7 +394,7 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: bench_codec [--model DIR] [--frames N] [--threads 1,2] "
                             "[--runs N] [--no-convs] [--no-stream] [--stream-frames N] "
-                            "[--push 1,4,16]\n");
+                            "[--push 1,4,24]\n");
             return 2;
         }
     }

@@ -868,12 +868,20 @@ qtts_status qtts_codec_decode_window(const qtts_codec_decoder *d, const int32_t 
                                      float *wav_out, const qtts_codec_hook *hook, qtts_err *err) {
     qtts_status st = check_args(d, codes, T, wav_out, err);
     if (st != QTTS_OK || T == 0) return st;
+    /* without a hook, in runs of QTTS_CODEC_STREAM_FRAMES through one state:
+     * the same bits in a fraction of the scratch */
+    const bool whole = hook && hook->fn;
+    const int run_max = whole ? T : QTTS_MIN(T, QTTS_CODEC_STREAM_FRAMES);
     scratch s;
     causal_state cs;
-    st = scratch_alloc(d, T, &s, err);
+    st = scratch_alloc(d, run_max, &s, err);
     if (st != QTTS_OK) return st;
     if (!state_init(d, &cs)) st = nomem(err, "decoder state");
-    else st = run(d, &s, &cs, codes, T, wav_out, hook, err);
+    for (int f = 0; st == QTTS_OK && f < T; f += run_max) {
+        const int m = QTTS_MIN(run_max, T - f);
+        st = run(d, &s, &cs, codes + (size_t)f * d->n_q, m, wav_out + (size_t)f * d->upsample,
+                 whole ? hook : NULL, err);
+    }
     state_free(&cs);
     scratch_free(&s);
     return st;

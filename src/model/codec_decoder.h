@@ -134,7 +134,10 @@ static inline int qtts_codec_samples_per_frame(const qtts_codec_decoder *d) { re
 /* One fresh full-decoder run over codes[T, n_q] (row-major): positions
  * start at 0 and convolutions see zeros before frame 0. wav_out receives
  * T * upsample samples, clamped to [-1, 1]. hook may be NULL. T = 0 is a
- * no-op. Codes outside [0, codebook_size) are QTTS_ERR_INVALID. */
+ * no-op. Codes outside [0, codebook_size) are QTTS_ERR_INVALID. With a
+ * hook the T frames go through at once (each stage seen whole); without
+ * one, in runs of QTTS_CODEC_STREAM_FRAMES (the same samples, bit for bit,
+ * with scratch for one run: see streaming below). */
 qtts_status qtts_codec_decode_window(const qtts_codec_decoder *d, const int32_t *codes, int T,
                                      float *wav_out, const qtts_codec_hook *hook, qtts_err *err);
 
@@ -166,7 +169,7 @@ qtts_status qtts_codec_decode(const qtts_codec_decoder *d, const int32_t *codes,
  * size), so pushes of a few frames or more amortise that; compute per frame
  * is the same as a one-shot decode. A push longer than max_frames is run in
  * pieces (same bits). */
-#define QTTS_CODEC_STREAM_FRAMES 16  /* default frames per run */
+#define QTTS_CODEC_STREAM_FRAMES 24  /* default frames per run */
 
 typedef struct qtts_codec_stream qtts_codec_stream;
 

@@ -441,9 +441,15 @@ static void test_chunked(void) {
     qtts_st_close(g);
 }
 
+static void no_hook(void *user, const char *stage, const float *x, int C, int n, size_t ld) {
+    (void)user, (void)stage, (void)x, (void)C, (void)n, (void)ld;
+}
+
 /* The reference chunked decode over codes[T, n_q], one decode_window per
- * window (a fresh state, one run): the stream's independent oracle. */
+ * window (a fresh state and, with a hook, one run over the whole window):
+ * the stream's independent oracle. */
 static float *windows_decode(const qtts_codec_decoder *d, const int32_t *codes, int T) {
+    const qtts_codec_hook whole = {no_hook, NULL};
     const size_t U = (size_t)d->upsample;
     float *wav = malloc(sizeof(float) * U * T);
     float *one = malloc(sizeof(float) * U * (QTTS_CODEC_CHUNK + QTTS_CODEC_LEFT_CONTEXT));
@@ -452,7 +458,7 @@ static float *windows_decode(const qtts_codec_decoder *d, const int32_t *codes, 
         const int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, T);
         const int ctx = start > QTTS_CODEC_LEFT_CONTEXT ? QTTS_CODEC_LEFT_CONTEXT : start;
         if (qtts_codec_decode_window(d, codes + (size_t)(start - ctx) * d->n_q, end - start + ctx,
-                                     one, NULL, &err) != QTTS_OK) {
+                                     one, &whole, &err) != QTTS_OK) {
             fprintf(stderr, "  decode_window: %s\n", err.msg);
             free(one), free(wav);
             return NULL;
