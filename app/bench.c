@@ -15,6 +15,11 @@
  *   prefill                                  ms (one prompt)
  *   time to first audio                      request start -> first on_audio
  *   RTF                                      wall time / audio time, whole request
+ *
+ * Audio is streamed (qtts_request.stream_chunk_frames, --stream N,
+ * default 12 frames per decode, the first after --stream-first, default
+ * 2; --stream 0: the 300-frame windows), so TTFA and RTF are those of a
+ * streaming client.
  *   peak RSS                                 getrusage, whole process
  *
  * and each decode-time stage as a multiple of its floor, the time the
@@ -429,6 +434,8 @@ static void usage_bench(FILE *f) {
           "  -i, --instruct TEXT      VoiceDesign description (default: a calm voice)\n"
           "      --voice FILE         Base models: a voice profile\n"
           "      --backend NAME       cpu (default) or cuda\n"
+          "      --stream N           frames per codec decode (default 12; 0 = 300-frame windows)\n"
+          "      --stream-first N     frames before the first audio (default 2)\n"
           "      --json               JSON on stdout instead of the table\n"
           "  -h, --help\n",
           f);
@@ -486,7 +493,7 @@ int qtts_cmd_bench(int argc, char **argv) {
     const char *voice_path = NULL, *backend = NULL;
     qtts_engine_options eo;
     qtts_engine_options_init(&eo);
-    int frames = 100, runs = 5;
+    int frames = 100, runs = 5, stream = 12, stream_first = 2;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -504,6 +511,8 @@ int qtts_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-i") || !strcmp(a, "--instruct")) instruct = NEXT();
         else if (!strcmp(a, "--voice")) voice_path = NEXT();
         else if (!strcmp(a, "--backend")) backend = NEXT();
+        else if (!strcmp(a, "--stream")) stream = (int)parse_int(a, NEXT(), 0, 300);
+        else if (!strcmp(a, "--stream-first")) stream_first = (int)parse_int(a, NEXT(), 1, 300);
         else if (!strcmp(a, "--json")) json = true;
         else bdie("unknown option '%s' (see qwen3-tts bench --help)", a);
 #undef NEXT
@@ -526,6 +535,8 @@ int qtts_cmd_bench(int argc, char **argv) {
     qtts_request req;
     qtts_request_init(&req);
     req.text = text;
+    req.stream_chunk_frames = stream;
+    req.stream_first_frames = stream ? stream_first : 0;
     qtts_voice *voice = NULL;
     if (info.kind == QTTS_KIND_CUSTOM_VOICE) req.speaker = speaker ? speaker : qtts_engine_speaker(eng, 0);
     else if (info.kind == QTTS_KIND_VOICE_DESIGN) req.instruct = instruct ? instruct : "A calm, clear voice.";
@@ -607,8 +618,9 @@ int qtts_cmd_bench(int argc, char **argv) {
         printf(",\"cpus\":%d,\"threads\":%d,\"isa\":\"%s\"},", qtts_cpu_count(), threads, isa);
         printf("\"text\":");
         json_str(text);
-        printf(",\"words\":%d,\"runs\":%d,\"frames\":%.0f,\"open_s\":%.3f,", count_words(text), runs,
-               frames_med, t_open);
+        printf(",\"words\":%d,\"runs\":%d,\"frames\":%.0f,\"stream_chunk_frames\":%d,"
+               "\"stream_first_frames\":%d,\"open_s\":%.3f,",
+               count_words(text), runs, frames_med, stream, stream ? stream_first : 0, t_open);
         printf("\"probes\":{\"talker_read_gbs\":%.2f,\"cp_read_gbs\":%.2f,\"fma_gflops\":%.1f,"
                "\"int8_gops\":%.1f},",
                cost.talker_bytes / bw_t / 1e9, cost.cp_bytes / bw_c / 1e9, fma / 1e9, i8 / 1e9);
@@ -634,8 +646,10 @@ int qtts_cmd_bench(int argc, char **argv) {
         printf("probes (medians): talker weights read at %.1f GB/s, code predictor's at %.1f GB/s; "
                "fp32 FMA %.0f GFLOP/s, int8 dot %.0f GOP/s\n",
                cost.talker_bytes / bw_t / 1e9, cost.cp_bytes / bw_c / 1e9, fma / 1e9, i8 / 1e9);
-        printf("text: \"%s\" (%d words); %.0f frames per run, %d runs, medians\n\n", text,
+        printf("text: \"%s\" (%d words); %.0f frames per run, %d runs, medians; ", text,
                count_words(text), frames_med, runs);
+        if (stream) printf("audio streamed: first after %d frames, then every %d\n\n", stream_first, stream);
+        else printf("audio in 300-frame windows\n\n");
         printf("%-22s %10s %10s %8s   %s\n", "stage", "ms/frame", "floor ms", "x floor",
                "per frame");
         printf("%-22s %10.2f %10.2f %8.2f   %.3f GB weights, %.2f GFLOP\n", "talker", talker_ms, ft,

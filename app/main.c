@@ -67,7 +67,12 @@ static void usage_synth(FILE *f) {
         "      --text-file FILE     read the text from FILE ('-' = stdin)\n"
         "  -o, --output FILE        output WAV ('-' = stdout); default out.wav\n"
         "      --raw                write raw 16-bit little-endian PCM (24 kHz mono) instead of WAV,\n"
-        "                           streamed as it is produced\n"
+        "                           streamed as it is produced (with --stream: within a few frames)\n"
+        "      --stream             low-latency audio: decode as frames are generated, the first\n"
+        "                           audio after 2 frames, then every 12 (the same samples, bit for\n"
+        "                           bit, as the default 300-frame windows)\n"
+        "      --stream-chunk N     frames per decode when streaming (default 12; implies --stream)\n"
+        "      --stream-first N     frames before the first audio (default min(2, chunk))\n"
         "      --f32                write 32-bit float samples (WAV format 3, or raw f32le with --raw)\n"
         "      --codes-out FILE     also write the generated codes (one frame per line, 16 ints)\n"
         "      --codes-in FILE      skip generation: decode the codes in FILE to audio\n"
@@ -212,11 +217,13 @@ typedef struct {
     bool progress;
     int frames;
     double t0;
+    double t_first;       /* first audio, 0 until then */
     int max_frames;
 } synth_sink;
 
 static int on_audio(void *user, const float *pcm, size_t n) {
     synth_sink *s = user;
+    if (!s->t_first && n) s->t_first = qtts_cli_now();
     if (s->raw) {
         qtts_error err;
         (void)err;
@@ -286,6 +293,9 @@ static int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--text-file")) text_file = NEXT();
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) out = NEXT();
         else if (!strcmp(a, "--raw")) raw = true;
+        else if (!strcmp(a, "--stream")) { if (!req.stream_chunk_frames) req.stream_chunk_frames = 12; }
+        else if (!strcmp(a, "--stream-chunk")) req.stream_chunk_frames = (int)parse_long(a, NEXT(), 1, 300);
+        else if (!strcmp(a, "--stream-first")) req.stream_first_frames = (int)parse_long(a, NEXT(), 1, 300);
         else if (!strcmp(a, "--f32")) f32 = true;
         else if (!strcmp(a, "--codes-out")) codes_out = NEXT();
         else if (!strcmp(a, "--codes-in")) codes_in = NEXT();
@@ -326,6 +336,7 @@ static int cmd_synth(int argc, char **argv) {
     if (text && text_file) die("synth: give either --text or --text-file, not both");
     if (ref_audio && voice_in) die("synth: give either --ref-audio or --voice, not both");
     if (voice_out && !ref_audio) die("synth: --save-voice needs --ref-audio");
+    if (req.stream_first_frames && !req.stream_chunk_frames) req.stream_chunk_frames = 12;
 
     qtts_error err;
     qtts_engine_options eo;
@@ -428,10 +439,13 @@ static int cmd_synth(int argc, char **argv) {
     if (!quiet) {
         double el = qtts_cli_now() - sink.t0;
         double audio_s = (double)(raw ? (size_t)res.n_samples : sink.n) / QTTS_SAMPLE_RATE;
-        fprintf(stderr, "%s: %d frames, %.2f s of audio%s, load %.2f s, synth %.2f s (RTF %.2f)\n",
+        char first[64] = "";
+        if (sink.t_first > 0 && !codes_in)
+            snprintf(first, sizeof first, ", first audio after %.2f s", sink.t_first - sink.t0);
+        fprintf(stderr, "%s: %d frames, %.2f s of audio%s, load %.2f s, synth %.2f s (RTF %.2f)%s\n",
                 strcmp(out, "-") ? out : "stdout", res.n_frames, audio_s,
                 codes_in ? "" : (res.hit_eos ? " (ended by EOS)" : " (frame limit reached)"),
-                t_load, el, audio_s > 0 ? el / audio_s : 0.0);
+                t_load, el, audio_s > 0 ? el / audio_s : 0.0, first);
     }
     qtts_session_free(ses);
     qtts_voice_free(voice);

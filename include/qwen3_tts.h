@@ -145,6 +145,22 @@ typedef struct {
     qtts_audio_cb on_audio;     /* decoded PCM as it becomes final */
     qtts_frame_cb on_frame;     /* each generated frame's 16 codes */
     void *user;
+
+    /* Low-latency audio. 0 (default): on_audio per completed 300-frame
+     * window of the reference's chunked decode, the rest at finish. N > 0:
+     * the codec decodes frames as they are generated: the first on_audio
+     * after stream_first_frames frames (0: min(N, 2)), then after twice as
+     * many frames as the last one carried, up to N per call (a player that
+     * starts at the first audio keeps ahead as long as synthesis is faster
+     * than real time), the rest at finish. The samples are the same, bit for bit
+     * (the decoder is causal and carries its state from push to push,
+     * model/codec_decoder.h); each push reads the decoder's weights once,
+     * so a small N costs throughput (12 is a good steady-state size).
+     * Window delivery is kept for in-context cloning (its trim needs the
+     * final length) and on backends without a streaming decoder. At most
+     * 300 each. */
+    int stream_chunk_frames;
+    int stream_first_frames;
 } qtts_request;
 
 void qtts_request_init(qtts_request *r);

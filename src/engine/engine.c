@@ -78,6 +78,8 @@ struct qtts_session {
     int cap_frames;
     float *wav;                    /* decode scratch, one window */
     size_t cap_wav;
+    qtts_codec_stream *cs;         /* streaming decode (stream_chunk_frames), kept across */
+    int cs_max;                    /*   requests; its frames per run */
 
     /* the request in flight, from qtts_session_start to finish/cancel */
     ses_state state;
@@ -86,6 +88,8 @@ struct qtts_session {
     int ref_frames;                /* in-context cloning: reference frames before frames[0..] */
     size_t skip_samples;           /* in-context cloning: samples still to cut from the front */
     bool hold_audio;               /* decode only at finish (see qtts_session_start) */
+    int stream_n, stream_first;    /* streaming: largest push, frames before the first */
+    int stream_next;               /*   frames the next push waits for */
     qtts_prompt prompt;
     qtts_gen gen;                  /* generation state; its on_frame is on_gen_frame */
     int n_frames;                  /* frames stored in frames[] (reference frames included) */
@@ -156,12 +160,13 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
         goto fail;
     }
     if ((st = qtts_config_load(dir, &e->cfg, err))) goto fail;
-    if ((st = qtts_st_set_open(dir, "model", &e->weights, err))) goto fail;
     if ((st = qtts_tokenizer_load(dir, &e->tok, err))) goto fail;
     /* The codec first: its load-time peak (mapped pages + packed copies)
-     * is over before the talker's weights are quantized. */
+     * is over before the talker's weights are read (a quantized file's
+     * blocks are all checked at open) or quantized. */
     if ((st = qtts_codec_decoder_load(dir, &e->cfg, &e->codec, err))) goto fail;
     release_codec_pages(e->codec);
+    if ((st = qtts_st_set_open(dir, "model", &e->weights, err))) goto fail;
     if ((st = qtts_talker_load_quant(&e->cfg, e->weights, &quant, &e->talker, err))) goto fail;
     if (e->cfg.model_type == QTTS_MODEL_BASE) {
         if ((st = qtts_spk_enc_load(e->weights, &e->cfg, &e->spk, err))) goto fail;
@@ -267,6 +272,7 @@ void qtts_session_free(qtts_session *s) {
     if (!s) return;
     session_reset(s);
     s->eng->backend->ops->seq_free(s->eng->backend, s->seq);
+    qtts_codec_stream_free(s->cs);
     qtts_free(s->frames);
     qtts_free(s->wav);
     qtts_free(s);
@@ -334,6 +340,33 @@ static qtts_status decode_chunk(qtts_session *s, const int32_t *frames, int star
     return QTTS_OK;
 }
 
+/* Streaming: decodes frames [decoded, decoded + n) through the session's
+ * stream and passes their samples to the request's on_audio. */
+static qtts_status stream_push(qtts_session *s, int n, qtts_err *err) {
+    const qtts_codec_decoder *d = s->eng->codec;
+    const size_t ns = (size_t)n * d->upsample;
+    qtts_status st = ensure_wav(s, ns, err);
+    if (st) return st;
+    qtts_engine_stats *stats = s->eng->stats;
+    const double t0 = stats ? qtts_now() : 0;
+    st = qtts_codec_stream_push(s->cs, s->frames + (size_t)s->decoded * QTTS_NUM_CODEBOOKS, n,
+                                s->wav, err);
+    if (stats) {
+        stats->codec_s += qtts_now() - t0;
+        stats->codec_calls++;
+        stats->codec_frames += n;
+        stats->codec_frames_run += n;
+    }
+    if (st) return st;
+    s->decoded += n;
+    if (!qtts_all_finite(s->wav, ns))
+        return qtts_fail(err, QTTS_ERR_NUMERIC, "the codec decoder produced non-finite samples");
+    s->n_samples += ns;
+    if (s->req->on_audio && s->req->on_audio(s->req->user, s->wav, ns))
+        return qtts_fail(err, QTTS_ERR_CANCELLED, "cancelled by the caller");
+    return QTTS_OK;
+}
+
 qtts_status qtts_decode_codes(qtts_session *s, const int32_t *codes, int n_frames,
                               qtts_audio_cb on_audio, void *user, qtts_err *err) {
     if (!codes || n_frames <= 0) return qtts_fail(err, QTTS_ERR_INVALID, "no codes to decode");
@@ -392,7 +425,15 @@ static int on_gen_frame(void *user, int frame, const int32_t *codes) {
         s->cb_status = qtts_fail(&s->cb_err, QTTS_ERR_CANCELLED, "cancelled by the caller");
         return 1;
     }
-    if (!s->hold_audio && s->n_frames - s->decoded == QTTS_CODEC_CHUNK) {
+    if (s->stream_n) {
+        /* pushes of first, 2 first, 4 first, ... frames, at most stream_n */
+        const int pending = s->n_frames - s->decoded;
+        if (pending >= s->stream_next) {
+            s->cb_status = stream_push(s, pending, &s->cb_err);
+            if (s->cb_status) return 1;
+            s->stream_next = QTTS_MIN(s->stream_n, 2 * pending);
+        }
+    } else if (!s->hold_audio && s->n_frames - s->decoded == QTTS_CODEC_CHUNK) {
         s->cb_status = decode_chunk(s, s->frames, s->decoded, s->n_frames, req->on_audio,
                                     req->user, &s->n_samples, NULL, &s->cb_err);
         s->decoded = s->n_frames;
@@ -453,6 +494,7 @@ static void session_reset(qtts_session *s) {
     s->ref_frames = 0;
     s->skip_samples = 0;
     s->hold_audio = false;
+    s->stream_n = s->stream_first = s->stream_next = 0;
     s->req = NULL;
     s->state = SES_IDLE;
 }
@@ -470,6 +512,11 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         return qtts_fail(err, QTTS_ERR_LIMIT, "text is %zu bytes, over the %u-byte limit", text_len,
                          QTTS_MAX_TEXT_BYTES);
     if (blank(req->text)) return qtts_fail(err, QTTS_ERR_INVALID, "text is empty");
+    if (req->stream_chunk_frames < 0 || req->stream_chunk_frames > QTTS_CODEC_CHUNK ||
+        req->stream_first_frames < 0 || req->stream_first_frames > QTTS_CODEC_CHUNK)
+        return qtts_fail(err, QTTS_ERR_INVALID,
+                         "stream_chunk_frames and stream_first_frames must be in [0, %d]",
+                         QTTS_CODEC_CHUNK);
 
     const char *instruct = req->instruct && *req->instruct ? req->instruct : NULL;
     if (instruct && strlen(instruct) > QTTS_MAX_INSTRUCT_BYTES)
@@ -595,6 +642,22 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         s->ref_frames = s->n_frames = need;
         s->hold_audio = true;
     }
+    if (req->stream_chunk_frames && !s->hold_audio && !strcmp(e->backend->ops->name, "cpu")) {
+        const int n = req->stream_chunk_frames;
+        const int first = req->stream_first_frames ? req->stream_first_frames : QTTS_MIN(n, 2);
+        const int run = QTTS_MAX(n, first);
+        if (s->cs && s->cs_max < run) {
+            qtts_codec_stream_free(s->cs);
+            s->cs = NULL;
+        }
+        if (!s->cs) {
+            if ((st = qtts_codec_stream_new(e->codec, run, &s->cs, err))) goto done;
+            s->cs_max = run;
+        }
+        qtts_codec_stream_reset(s->cs);
+        s->stream_n = n;
+        s->stream_first = s->stream_next = first;
+    }
     st = qtts_prompt_build(e->talker, cfg, &spec, &s->prompt, err);
     if (st) goto done;
     st = ensure_seq(s, s->prompt.len + gp.max_new_tokens, err);
@@ -701,6 +764,7 @@ qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_err *
             const double n_all = (double)total * s->eng->codec->upsample;
             s->skip_samples = (size_t)((double)s->ref_frames / (double)QTTS_MAX(total, 1) * n_all);
         }
+        if (s->stream_n && s->n_frames > s->decoded) st = stream_push(s, s->n_frames - s->decoded, err);
         for (int start = s->decoded; !st && start < s->n_frames; start += QTTS_CODEC_CHUNK) {
             int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, s->n_frames);
             st = decode_chunk(s, s->frames, start, end, s->req->on_audio, s->req->user,

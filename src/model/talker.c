@@ -30,7 +30,9 @@
 #include <string.h>
 #include <strings.h>
 
-#define QTTS_TALKER_ROWS 16  /* prefill chunk: rows per stack_rows call */
+/* Prefill chunk: rows per stack_rows call. Each chunk reads every weight
+ * once, so a typical prompt (a 12-word sentence is ~25 rows) is one chunk. */
+#define QTTS_TALKER_ROWS 32
 
 /* Where one row of a stack_rows call lives. */
 typedef struct {

@@ -1,0 +1,241 @@
+/*
+ * test_stream.c - low-latency audio (qtts_request.stream_chunk_frames):
+ * the codec decodes frames as they are generated, and the samples are the
+ * window delivery's bit for bit.
+ *
+ *   - cv06 and cv17, greedy golden texts and a sampled request that runs
+ *     past the 300-frame window restart: for (chunk, first) in a few
+ *     settings the concatenated PCM and the codes memcmp-equal the default
+ *     (window) delivery; the first on_audio comes when exactly `first`
+ *     frames exist (min(chunk, 2) by default) and carries first * 1920
+ *     samples; every later one but the last carries twice the frames of
+ *     the one before, at most chunk;
+ *   - a session switches between streaming and window requests and
+ *     between chunk sizes (the stream is reset and regrown);
+ *   - in-context cloning (base06) keeps window delivery: audio only at
+ *     finish, the same samples;
+ *   - out-of-range settings are refused before anything runs; a callback
+ *     that cancels from a streamed push fails the request.
+ */
+#include "harness.h"
+#include "qwen3_tts.h"
+
+#define MODELS QTTS_FIXTURES "/models"
+#define SPF 1920
+
+typedef struct {
+    float *pcm;
+    size_t n, cap;
+    int32_t *codes;
+    int frames, cap_frames;
+    int calls;
+    int frames_at_first;     /* frames generated when the first audio arrived */
+    size_t sizes[4096];      /* samples per call */
+    int cancel_at;           /* cancel on this audio call (1-based), 0 = never */
+} sink;
+
+static int on_frame(void *user, int k, const int32_t codes[QTTS_NUM_CODEBOOKS]) {
+    sink *s = user;
+    if (s->frames == s->cap_frames) {
+        s->cap_frames = s->cap_frames ? 2 * s->cap_frames : 256;
+        s->codes = realloc(s->codes, sizeof(int32_t) * QTTS_NUM_CODEBOOKS * (size_t)s->cap_frames);
+    }
+    memcpy(s->codes + (size_t)s->frames * QTTS_NUM_CODEBOOKS, codes,
+           sizeof(int32_t) * QTTS_NUM_CODEBOOKS);
+    s->frames++;
+    (void)k;
+    return 0;
+}
+
+static int on_audio(void *user, const float *pcm, size_t n) {
+    sink *s = user;
+    if (!s->calls) s->frames_at_first = s->frames;
+    if (s->calls < 4096) s->sizes[s->calls] = n;
+    s->calls++;
+    if (s->n + n > s->cap) {
+        s->cap = (s->n + n) * 2;
+        s->pcm = realloc(s->pcm, sizeof(float) * s->cap);
+    }
+    memcpy(s->pcm + s->n, pcm, sizeof(float) * n);
+    s->n += n;
+    return s->cancel_at && s->calls == s->cancel_at;
+}
+
+static void sink_free(sink *s) {
+    free(s->pcm);
+    free(s->codes);
+    memset(s, 0, sizeof *s);
+}
+
+static qtts_status run(qtts_session *ses, qtts_request r, int chunk, int first, sink *out,
+                       qtts_error *err) {
+    memset(out, 0, sizeof *out);
+    r.stream_chunk_frames = chunk;
+    r.stream_first_frames = first;
+    r.on_audio = on_audio;
+    r.on_frame = on_frame;
+    r.user = out;
+    return qtts_synthesize(ses, &r, NULL, err);
+}
+
+static bool same(const sink *a, const sink *b) {
+    return a->n == b->n && a->frames == b->frames && !memcmp(a->pcm, b->pcm, sizeof(float) * a->n) &&
+           !memcmp(a->codes, b->codes, sizeof(int32_t) * QTTS_NUM_CODEBOOKS * (size_t)a->frames);
+}
+
+/* The streamed delivery's shape: first push after `first` frames, then
+ * `chunk` frames per push, the remainder last. */
+static void check_shape(const sink *s, int chunk, int first, const char *what) {
+    const int f = first ? first : (chunk < 2 ? chunk : 2);
+    if (s->frames <= f) {
+        CHECK(s->calls == 1 && s->sizes[0] == (size_t)s->frames * SPF, "%s: one call", what);
+        return;
+    }
+    CHECK(s->frames_at_first == f && s->sizes[0] == (size_t)f * SPF,
+          "%s: first audio at frame %d with %zu samples (want %d)", what, s->frames_at_first,
+          s->sizes[0], f);
+    /* then pushes of twice the last one, at most chunk, and the rest at finish */
+    int left = s->frames - f, last = f, i = 1;
+    for (; left > 0 && i < s->calls && i < 4096; i++) {
+        int want = last * 2 < chunk ? last * 2 : chunk;
+        if (want > left) want = left;   /* the remainder, from finish */
+        CHECK(s->sizes[i] == (size_t)want * SPF, "%s: call %d: %zu samples, want %d frames", what, i,
+              s->sizes[i], want);
+        left -= want;
+        last = want;
+    }
+    CHECK(left == 0 && i == s->calls, "%s: %d calls, %d frames left", what, s->calls, left);
+}
+
+static void check_model(const char *name, const char *text, const char *speaker, bool long_run) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/%s", MODELS, name);
+    qtts_engine_options o;
+    qtts_engine_options_init(&o);
+    o.n_threads = 2;
+    qtts_engine *e = NULL;
+    qtts_error err = {0};
+    REQUIRE(!qtts_engine_open(dir, &o, &e, &err), "%s: %s", name, err.msg);
+    qtts_session *ses = qtts_session_new(e, &err);
+    qtts_request r;
+    qtts_request_init(&r);
+    r.text = text;
+    r.speaker = speaker;
+    if (long_run) {
+        r.do_sample = 1;
+        r.seed = 7;
+        r.max_new_tokens = 340;
+    } else {
+        r.do_sample = 0;
+        r.subtalker_do_sample = 0;
+        r.max_new_tokens = 40;
+    }
+    sink ref;
+    REQUIRE(!run(ses, r, 0, 0, &ref, &err), "%s: %s", name, err.msg);
+    if (long_run) CHECK(ref.frames > 300, "%s: only %d frames (want a window restart)", name, ref.frames);
+    static const int settings[][2] = {{1, 0}, {2, 1}, {12, 0}, {12, 3}, {7, 5}, {300, 0}, {5, 40}};
+    for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
+        sink s;
+        char what[96];
+        snprintf(what, sizeof what, "%s chunk %d first %d", name, settings[i][0], settings[i][1]);
+        CHECK(!run(ses, r, settings[i][0], settings[i][1], &s, &err), "%s: %s", what, err.msg);
+        CHECK(same(&s, &ref), "%s: %zu vs %zu samples, %d vs %d frames", what, s.n, ref.n, s.frames,
+              ref.frames);
+        check_shape(&s, settings[i][0], settings[i][1], what);
+        sink_free(&s);
+        /* a window request in between: the session goes back and forth */
+        if (i == 2) {
+            sink w;
+            CHECK(!run(ses, r, 0, 0, &w, &err) && same(&w, &ref), "%s: window after stream", name);
+            sink_free(&w);
+        }
+    }
+    sink_free(&ref);
+    qtts_session_free(ses);
+    qtts_engine_close(e);
+}
+
+static void test_stream_exact(void) {
+    check_model("cv06", "Hello! This is a short test of the speech engine.", "vivian", false);
+    check_model("cv17", "Guten Tag, wie geht es Ihnen heute?", "ryan", false);
+    check_model("cv06", "A longer request that goes past the first decode window of three hundred "
+                        "frames, so the window restart with its left context is streamed too.",
+                "vivian", true);
+}
+
+static void test_stream_clone_and_limits(void) {
+    qtts_engine_options o;
+    qtts_engine_options_init(&o);
+    o.n_threads = 2;
+    qtts_engine *e = NULL;
+    qtts_error err = {0};
+    REQUIRE(!qtts_engine_open(MODELS "/base06", &o, &e, &err), "%s", err.msg);
+    FILE *f = fopen(QTTS_FIXTURES "/audio/ref_24k_mono.wav", "rb");
+    REQUIRE(f, "reference audio");
+    static unsigned char wav[1 << 21];
+    size_t wl = fread(wav, 1, sizeof wav, f);
+    fclose(f);
+    qtts_session *ses = qtts_session_new(e, &err);
+    qtts_request r;
+    qtts_request_init(&r);
+    r.text = "Cloned voice, streamed or not.";
+    r.ref_audio = wav;
+    r.ref_audio_len = wl;
+    r.ref_text = "This is the reference transcript.";
+    r.do_sample = 0;
+    r.subtalker_do_sample = 0;
+    r.max_new_tokens = 20;
+    sink a, b;
+    REQUIRE(!run(ses, r, 0, 0, &a, &err), "%s", err.msg);
+    CHECK(!run(ses, r, 3, 1, &b, &err), "%s", err.msg);
+    CHECK(same(&a, &b) && b.calls == 1 && b.frames_at_first == b.frames,
+          "in-context clone: %d calls, first at %d of %d frames", b.calls, b.frames_at_first, b.frames);
+    sink_free(&a);
+    sink_free(&b);
+
+    /* limits, refused before anything runs */
+    qtts_request_init(&r);
+    r.text = "x";
+    r.ref_audio = wav;
+    r.ref_audio_len = wl;
+    static const int bad[][2] = {{-1, 0}, {301, 0}, {4, -1}, {4, 301}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(run(ses, r, bad[i][0], bad[i][1], &a, &err) == QTTS_ERR_INVALID && !a.frames,
+              "chunk %d first %d: %s", bad[i][0], bad[i][1], err.msg);
+        sink_free(&a);
+    }
+    qtts_session_free(ses);
+    qtts_engine_close(e);
+
+    /* a callback that cancels from a streamed push */
+    REQUIRE(!qtts_engine_open(MODELS "/cv06", &o, &e, &err), "%s", err.msg);
+    ses = qtts_session_new(e, &err);
+    qtts_request_init(&r);
+    r.text = "Hello! This is a short test of the speech engine.";
+    r.speaker = "vivian";
+    r.do_sample = 0;
+    r.subtalker_do_sample = 0;
+    r.max_new_tokens = 30;
+    sink c = {0};
+    c.cancel_at = 2;
+    r.stream_chunk_frames = 4;
+    r.on_audio = on_audio;
+    r.on_frame = on_frame;
+    r.user = &c;
+    qtts_status st = qtts_synthesize(ses, &r, NULL, &err);
+    CHECK(st == QTTS_ERR_CANCELLED && c.calls == 2 && c.frames < 30, "cancel: %d (%s), %d calls",
+          st, err.msg, c.calls);
+    sink_free(&c);
+    /* and the session is usable again */
+    sink d;
+    CHECK(!run(ses, r, 4, 0, &d, &err) && d.frames > 0, "after cancel: %s", err.msg);
+    sink_free(&d);
+    qtts_session_free(ses);
+    qtts_engine_close(e);
+}
+
+int main(void) {
+    TEST_RUN(test_stream_exact);
+    TEST_RUN(test_stream_clone_and_limits);
+    TEST_END();
+}
