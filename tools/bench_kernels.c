@@ -3,9 +3,9 @@
  * GB/s of weight bytes read, next to a memory-bandwidth probe run in the
  * same process (`make bench-kernels`, BENCH_ARGS="..." to pass options).
  *
- *   probe    streaming read (one word per 64-byte line) of the very bytes
- *            a case then reads, run just before each run of it: the
- *            memory-read floor, measured under the same machine load.
+ *   probe    streaming read (four interleaved streams, 16-byte loads) of
+ *            the very bytes a case then reads, run just before each run of
+ *            it: the memory-read floor, measured under the same load.
  *   shapes   one x row (decode) against the 0.6B talker / code-predictor
  *            matrices: q [2048,1024], k/v [1024,1024], o [1024,2048],
  *            gate/up [3072,1024], down [1024,3072], codec head [3072,1024].
@@ -62,25 +62,25 @@ typedef struct {
     uint64_t sums[256];
 } probe_job;
 
-/* One 8-byte word of every 64-byte line: the whole line still comes from
- * memory, and the loop needs so little CPU that it measures the memory
- * system even on a loaded machine. */
+/* Four interleaved streams (the four quarters of the task's range, like
+ * the four weight rows a decode kernel reads at once), every byte loaded
+ * 16 at a time: cheap enough per byte that memory, not the CPU, limits it. */
+typedef uint64_t v2u64 __attribute__((vector_size(16)));
 static void probe_task(void *ctx, int t) {
     probe_job *j = ctx;
-    const volatile uint64_t *p = j->buf + (size_t)t * j->words_per_task;
-    uint64_t a = 0, b = 0, c = 0, d = 0;
-    for (size_t i = 0; i + 32 <= j->words_per_task; i += 32) {
-        a += p[i];
-        b += p[i + 8];
-        c += p[i + 16];
-        d += p[i + 24];
-    }
-    j->sums[t] = a + b + c + d;
+    const size_t q = j->words_per_task / 4;
+    const v2u64 *p[4];
+    for (int k = 0; k < 4; k++) p[k] = (const v2u64 *)(j->buf + (size_t)t * j->words_per_task + k * q);
+    v2u64 a[4] = {{0}};
+    for (size_t i = 0; i < q / 2; i += 2)
+        for (int k = 0; k < 4; k++) a[k] += p[k][i] + p[k][i + 1];
+    v2u64 s4 = a[0] + a[1] + a[2] + a[3];
+    j->sums[t] = s4[0] + s4[1];
 }
 
 /* Seconds to read `bytes` (rounded down to 256 tasks) with the current pool. */
 static double probe_once(const void *buf, size_t bytes) {
-    probe_job j = {buf, bytes / 8 / 256 / 32 * 32, {0}};
+    probe_job j = {buf, bytes / 8 / 256 / 16 * 16, {0}};
     double t0 = qtts_now();
     qtts_parallel_for(256, probe_task, &j);
     return qtts_now() - t0;
