@@ -8,16 +8,19 @@
  * claimed by the thread pool in any order. Inside a task:
  *
  *   for each K block of kc rows:
+ *     pack the input panels xp[tile][kc][nr] of all the task's column tiles
+ *       (each input row read once, left to right, rows prefetched ahead)
  *     for each column tile of the task:
- *       pack the input panel xp[kc][nr]            (L1 resident)
  *       for each row group of the task:
- *         tile kernel: 8 x nr outputs += W[8][kc] x xp   (weights from L2)
+ *         tile kernel: 8 x nr outputs += W[8][kc] x xp[tile]   (panel in L1,
+ *                                                               weights in L2)
  *
- * The task's accumulator tiles (groups x tiles x 8 x nr) and its weight
- * block (groups x 8 x kc) are sized from the L2 size, so each weight block
- * is read from memory once per task and each panel feeds every row group
- * from L1. Tasks are cut finer when there are fewer than a few per thread.
- * None of these choices changes a result bit (conv_impl.h).
+ * The task's weight block (groups x 8 x kc), its accumulator tiles (groups
+ * x tiles x 8 x nr) and its panels each get about a quarter of the L2, so
+ * each weight block is read from memory once per task and each panel feeds
+ * every row group of the task. Tasks split the rows first, then the
+ * columns, until there are a few per thread. None of these choices changes
+ * a result bit (conv_impl.h).
  *
  * Workspace: each running task takes one per-thread buffer (accumulators +
  * panel) from a qtts_conv_ws slot, claimed with an atomic bit mask; slots
@@ -46,6 +49,7 @@
 /* Largest nr * kc of any table (the fallback's stack panel). */
 #define MAX_PANEL (48 * 256)
 #define MAX_NR 48
+#define PACK_AHEAD 8     /* rows a pack prefetches ahead */
 
 /* ==== scalar table ======================================================== */
 
@@ -200,45 +204,56 @@ typedef struct {
     int nslots;
 } conv_job;
 
-/* Panel rows kk0..kk0+kc-1 for columns t0..t0+cols-1, zero past cols. */
-static void pack_panel(const conv_job *j, float *xp, int kk0, int kc, int t0, int cols) {
+/* Panels of rows kk0..kk0+kc-1 for column tiles t0..t1-1: xp[tile][kc][nr],
+ * zero past column n. Each input row is read once, left to right across
+ * the tiles (sequential for the prefetchers, one page walk per row). */
+static void pack_panels(const conv_job *j, float *xp, int kk0, int kc, int t0, int t1) {
     const int nr = j->isa->nr, cin = j->c->cin, taps = j->c->taps, dil = j->c->dil;
+    const size_t tile_floats = (size_t)kc * nr;
+    const int c0 = t0 * nr, c1 = QTTS_MIN(t1 * nr, j->n);
     int tap = kk0 / cin, ci = kk0 % cin;
+    /* rows far apart: fetch row i + PACK_AHEAD's span while copying row i */
+    int ptap = (kk0 + PACK_AHEAD) / cin, pci = (kk0 + PACK_AHEAD) % cin;
     for (int i = 0; i < kc; i++) {
-        const float *src = j->x + (size_t)ci * j->ldx + t0 - (ptrdiff_t)(taps - 1 - tap) * dil;
+        const float *src = j->x + (size_t)ci * j->ldx - (ptrdiff_t)(taps - 1 - tap) * dil;
         float *dst = xp + (size_t)i * nr;
-        /* the next tile's columns of this row, read by the next pack */
-        __builtin_prefetch(src + nr);
-        __builtin_prefetch(src + nr + 16);
-        if (nr > 32) __builtin_prefetch(src + nr + 32);
-        if (cols == nr) {   /* fixed sizes, so that the copies are inlined */
-            if (nr == 48) memcpy(dst, src, sizeof(float) * 48);
-            else if (nr == 24) memcpy(dst, src, sizeof(float) * 24);
-            else memcpy(dst, src, sizeof(float) * (size_t)nr);
-        } else {
-            memcpy(dst, src, sizeof(float) * (size_t)cols);
-            memset(dst + cols, 0, sizeof(float) * (size_t)(nr - cols));
+        if (i + PACK_AHEAD < kc) {
+            const char *p = (const char *)(j->x + (size_t)pci * j->ldx + c0 -
+                                           (ptrdiff_t)(taps - 1 - ptap) * dil);
+            for (int b = 0; b < (c1 - c0) * (int)sizeof(float); b += 64) __builtin_prefetch(p + b);
+            if (++pci == cin) pci = 0, ptap++;
+        }
+        for (int ti = t0; ti < t1; ti++, dst += tile_floats) {
+            const int col = ti * nr, cols = QTTS_MIN(nr, j->n - col);
+            if (cols == nr) {   /* fixed sizes, so that the copies are inlined */
+                if (nr == 48) memcpy(dst, src + col, sizeof(float) * 48);
+                else if (nr == 24) memcpy(dst, src + col, sizeof(float) * 24);
+                else memcpy(dst, src + col, sizeof(float) * (size_t)nr);
+            } else {
+                memcpy(dst, src + col, sizeof(float) * (size_t)cols);
+                memset(dst + cols, 0, sizeof(float) * (size_t)(nr - cols));
+            }
         }
         if (++ci == cin) ci = 0, tap++;
     }
 }
 
 /* Groups g0..g1-1 x tiles t0..t1-1 with accumulators acc (groups x tiles
- * x 8 x nr) and panel xp. */
+ * x 8 x nr) and panels xp (tiles x kc x nr). */
 static void conv_block(const conv_job *j, int g0, int g1, int t0, int t1, float *acc, float *xp) {
     const qtts_conv1d *c = j->c;
     const int nr = j->isa->nr, kc = j->kc, ntl = t1 - t0;
     for (int kb = 0; kb < j->nkb; kb++) {
         const int kk0 = kb * kc, kcb = QTTS_MIN(kc, j->K - kk0);
         const bool last = kb == j->nkb - 1;
+        pack_panels(j, xp, kk0, kcb, t0, t1);
         for (int ti = t0; ti < t1; ti++) {
             const int col = ti * nr, cols = QTTS_MIN(nr, j->n - col);
-            pack_panel(j, xp, kk0, kcb, col, cols);
             for (int g = g0; g < g1; g++) {
                 const int row = g * MR;
                 qtts_conv_tile t = {
                     .w = c->w + ((size_t)g * j->K + kk0) * MR,
-                    .xp = xp,
+                    .xp = xp + (size_t)(ti - t0) * kcb * nr,
                     .kc = kcb,
                     .acc = acc + ((size_t)(g - g0) * ntl + (ti - t0)) * MR * nr,
                     .load = kb > 0,
@@ -258,7 +273,7 @@ static void conv_block(const conv_job *j, int g0, int g1, int t0, int t1, float 
 }
 
 static size_t task_floats(const conv_job *j) {
-    return (size_t)j->gpt * j->tpt * MR * j->isa->nr + (size_t)j->kc * j->isa->nr;
+    return (size_t)j->gpt * j->tpt * MR * j->isa->nr + (size_t)j->tpt * j->kc * j->isa->nr;
 }
 
 static void conv_task(void *ctx, int task) {
@@ -284,12 +299,14 @@ void qtts_conv1d_run_isa(const qtts_conv_isa *isa, const qtts_conv1d *c, float *
                   .ntiles = ceil_div(n, nr), .accumulate = accumulate};
     j.nkb = ceil_div(j.K, kc);
     j.kc = kc;
-    /* Weight block (groups x 8 x kc) and accumulators in a quarter of the L2 each. */
+    /* Weight block (groups x 8 x kc) in a quarter of the L2. */
     const size_t l2 = l2_bytes;
     int gpt = (int)QTTS_MAX((size_t)1, l2 / 4 / (sizeof(float) * MR * (size_t)QTTS_MIN(kc, j.K)));
     gpt = QTTS_MIN(gpt, j.ngroups);
     int nmc = ceil_div(j.ngroups, gpt);
+    /* accumulators in a quarter of the L2, panels in another */
     int tpt = (int)QTTS_MAX((size_t)1, l2 / 4 / (sizeof(float) * MR * nr * (size_t)gpt));
+    tpt = QTTS_MIN(tpt, (int)QTTS_MAX((size_t)1, l2 / 4 / (sizeof(float) * nr * (size_t)QTTS_MIN(kc, j.K))));
     tpt = QTTS_MIN(tpt, j.ntiles);
     int nnc = ceil_div(j.ntiles, tpt);
     const int threads = qtts_threads_count();
