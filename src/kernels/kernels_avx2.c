@@ -9,7 +9,9 @@
  * RX rows of x, sharing each load of W across the x rows and each load of
  * x across the W rows. One x row (decode) uses 4x1 tiles: 8 independent
  * FMA chains, more than DRAM can feed. Several x rows (prefill, codec)
- * use 2x3 tiles: 12 accumulators, the most that fit 16 registers.
+ * use 2x3 tiles: 12 accumulators, the most that fit 16 registers. BF16
+ * decode has its own tile that holds the lanes as even/odd halves, which
+ * saves the widening shuffles (tile_bf16_split).
  *
  * Q8_0/Q4_0: a block's 32 codes are one 256-bit vector; the 8 int32 lanes
  * of the integer dot are the P[j] of the reference. Without VNNI this is
@@ -126,8 +128,96 @@ INLINE void mm_float(const qtts_mm_job *j, int r0, int r1, const bool bf16) {
     }
 }
 
+/* ---- BF16 decode (one x row) ----
+ * A 256-bit load of 16 bf16 weights holds element pairs (2k, 2k+1) in
+ * 32-bit lane k, so a shift gives the even elements as fp32 and a mask the
+ * odd ones: two operations per 16 weights instead of two widening
+ * shuffles and two shifts. Lane k of the "even" accumulator is then lane
+ * 2k of the SIMD order and lane k of the "odd" one lane 2k+1; x is split
+ * the same way once per call (xs: per group of 16, the 8 even then the 8
+ * odd values), and fold16_split adds the lanes in exactly the pairs of the
+ * SIMD order, so the result is bit-identical to tile_float's. */
+
+#define SPLIT_MAX_COLS 8192   /* xs lives on the stack */
+
+/* xs[16g + k] = x[16g + 2k], xs[16g + 8 + k] = x[16g + 2k + 1]; zero past cols. */
+static void split_even_odd(float *xs, const float *x, int C) {
+    int i = 0;
+    for (; i + 16 <= C; i += 16) {
+        const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        const __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));   /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+        const __m256 o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+        _mm256_storeu_ps(xs + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8)));
+        _mm256_storeu_ps(xs + i + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8)));
+    }
+    if (i < C)
+        for (int m = 0; m < 16; m++) xs[i + (m & 1) * 8 + m / 2] = i + m < C ? x[i + m] : 0.0f;
+}
+
+/* The SIMD-order fold of lanes held as even (lanes 0,2,..,14) and odd. */
+INLINE float fold16_split(__m256 ev, __m256 od) {
+    __m128 e4 = _mm_add_ps(_mm256_castps256_ps128(ev), _mm256_extractf128_ps(ev, 1));   /* lanes 2k of a[l]+a[l+8] */
+    __m128 o4 = _mm_add_ps(_mm256_castps256_ps128(od), _mm256_extractf128_ps(od, 1));   /* lanes 2k+1 */
+    __m128 e2 = _mm_add_ps(e4, _mm_movehl_ps(e4, e4));   /* lanes 0, 2 of a[l]+a[l+4] */
+    __m128 o2 = _mm_add_ps(o4, _mm_movehl_ps(o4, o4));   /* lanes 1, 3 */
+    __m128 e1 = _mm_add_ss(e2, _mm_movehdup_ps(e2));     /* lane 0 of a[l]+a[l+2] */
+    __m128 o1 = _mm_add_ss(o2, _mm_movehdup_ps(o2));     /* lane 1 */
+    return _mm_cvtss_f32(_mm_add_ss(e1, o1));
+}
+
+/* y[r0 + r] for r < RW against the split x row xs (padded to groups of 16). */
+INLINE void tile_bf16_split(const qtts_mm_job *j, int r0, const float *xs, const int RW) {
+    const int C = j->W->cols;
+    const uint16_t *w[4];
+    __m256 ev[4], od[4];
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+#pragma GCC unroll 4
+    for (int r = 0; r < RW; r++) {
+        w[r] = (const uint16_t *)j->W->data + (size_t)(r0 + r) * C;
+        ev[r] = od[r] = _mm256_setzero_ps();
+    }
+    int i = 0;
+    for (; i + 16 <= C; i += 16) {
+        const __m256 xe = _mm256_loadu_ps(xs + i), xo = _mm256_loadu_ps(xs + i + 8);
+#pragma GCC unroll 4
+        for (int r = 0; r < RW; r++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w[r] + i));
+            ev[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), xe, ev[r]);
+            od[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, hi)), xo, od[r]);
+        }
+    }
+    if (i < C) { /* the last, partial group: zero-padded copies */
+        const __m256 xe = _mm256_loadu_ps(xs + i), xo = _mm256_loadu_ps(xs + i + 8);
+#pragma GCC unroll 4
+        for (int r = 0; r < RW; r++) {
+            uint16_t t[16] = {0};
+            for (int k = i; k < C; k++) t[k - i] = w[r][k];
+            const __m256i v = _mm256_loadu_si256((const __m256i *)t);
+            ev[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), xe, ev[r]);
+            od[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, hi)), xo, od[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RW; r++) {
+        const float v = fold16_split(ev[r], od[r]);
+        j->y[r0 + r] = j->bias ? v + j->bias[r0 + r] : v;
+    }
+}
+
 static void mm_f32(const qtts_mm_job *j, int r0, int r1) { mm_float(j, r0, r1, false); }
-static void mm_bf16(const qtts_mm_job *j, int r0, int r1) { mm_float(j, r0, r1, true); }
+
+static void mm_bf16(const qtts_mm_job *j, int r0, int r1) {
+    const int C = j->W->cols;
+    if (j->n != 1 || C > SPLIT_MAX_COLS) {
+        mm_float(j, r0, r1, true);
+        return;
+    }
+    _Alignas(32) float xs[SPLIT_MAX_COLS + 16];
+    split_even_odd(xs, j->x, C);
+    int r = r0;
+    for (; r + 4 <= r1; r += 4) tile_bf16_split(j, r, xs, 4);
+    for (; r < r1; r++) tile_bf16_split(j, r, xs, 1);
+}
 
 /* ==== Q8_0 / Q4_0 ======================================================== */
 
