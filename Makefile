@@ -71,7 +71,7 @@ $(LIB): $(OBJ)
 $(BIN): $(APP_OBJ) $(LIB)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -o $@ $(APP_OBJ) $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c tests/harness.h $(LIB)
+$(BUILD)/tests/%: tests/unit/%.c tests/harness.h tests/golden_util.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Itests -DQTTS_FIXTURES='"tests/fixtures"' \
 	    -DQTTS_BIN='"$(abspath $(BIN))"' -o $@ $< $(LIB) $(LDLIBS)

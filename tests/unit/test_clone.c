@@ -20,81 +20,10 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "golden_util.h"
 #include "qwen3_tts.h"
 #include "base/json.h"
 #include "io/safetensors.h"
-
-#define GOLDEN QTTS_FIXTURES "/golden"
-#define MODELS QTTS_FIXTURES "/models"
-
-typedef struct {
-    int32_t *codes;
-    int n_frames, cap;
-    float *pcm;
-    size_t n, pcm_cap;
-} collect;
-
-static int on_frame(void *user, int idx, const int32_t codes[QTTS_NUM_CODEBOOKS]) {
-    collect *c = user;
-    if (c->n_frames == c->cap) {
-        c->cap = c->cap ? 2 * c->cap : 64;
-        c->codes = realloc(c->codes, (size_t)c->cap * QTTS_NUM_CODEBOOKS * sizeof(int32_t));
-        if (!c->codes) return 1;
-    }
-    memcpy(c->codes + (size_t)c->n_frames++ * QTTS_NUM_CODEBOOKS, codes,
-           QTTS_NUM_CODEBOOKS * sizeof(int32_t));
-    return idx + 1 != c->n_frames;
-}
-
-static int on_audio(void *user, const float *pcm, size_t n) {
-    collect *c = user;
-    if (c->n + n > c->pcm_cap) {
-        c->pcm_cap = (c->n + n) * 2;
-        c->pcm = realloc(c->pcm, c->pcm_cap * sizeof(float));
-        if (!c->pcm) return 1;
-    }
-    memcpy(c->pcm + c->n, pcm, n * sizeof(float));
-    c->n += n;
-    return 0;
-}
-
-static void collect_free(collect *c) {
-    free(c->codes);
-    free(c->pcm);
-    memset(c, 0, sizeof *c);
-}
-
-static void *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
-static qtts_json *load_json(const char *path) {
-    size_t n;
-    char *buf = read_all(path, &n);
-    if (!buf) return NULL;
-    qtts_json_limits lim = qtts_json_limits_files();
-    qtts_err err;
-    qtts_json *doc = qtts_json_parse(buf, n, &lim, path, &err);
-    free(buf);
-    return doc;
-}
-
-static const char *jstr(const qtts_json *o, const char *key) {
-    const qtts_json *v = qtts_json_get(o, key);
-    return v && v->type == QTTS_JSON_STRING ? v->str : NULL;
-}
 
 /* Compare what a run collected with the golden's codes and wav. */
 static void check_against_golden(const char *label, const char *gpath, const collect *c,

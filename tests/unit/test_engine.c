@@ -22,61 +22,10 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "golden_util.h"
 #include "qwen3_tts.h"
 #include "base/json.h"
 #include "io/safetensors.h"
-
-#define GOLDEN QTTS_FIXTURES "/golden"
-#define MODELS QTTS_FIXTURES "/models"
-
-typedef struct {
-    int32_t *codes;
-    int n_frames, cap;
-    float *pcm;
-    size_t n, pcm_cap;
-} collect;
-
-static int on_frame(void *user, int idx, const int32_t codes[QTTS_NUM_CODEBOOKS]) {
-    collect *c = user;
-    if (idx != c->n_frames) return 1;
-    if (c->n_frames == c->cap) {
-        c->cap = c->cap ? 2 * c->cap : 64;
-        c->codes = realloc(c->codes, (size_t)c->cap * QTTS_NUM_CODEBOOKS * sizeof(int32_t));
-        if (!c->codes) return 1;
-    }
-    memcpy(c->codes + (size_t)c->n_frames * QTTS_NUM_CODEBOOKS, codes,
-           QTTS_NUM_CODEBOOKS * sizeof(int32_t));
-    c->n_frames++;
-    return 0;
-}
-
-static int on_audio(void *user, const float *pcm, size_t n) {
-    collect *c = user;
-    if (c->n + n > c->pcm_cap) {
-        c->pcm_cap = (c->n + n) * 2;
-        c->pcm = realloc(c->pcm, c->pcm_cap * sizeof(float));
-        if (!c->pcm) return 1;
-    }
-    memcpy(c->pcm + c->n, pcm, n * sizeof(float));
-    c->n += n;
-    return 0;
-}
-
-static qtts_json *load_json(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    qtts_json_limits lim = qtts_json_limits_files();
-    qtts_err err;
-    return qtts_json_parse(buf, n, &lim, path, &err);
-}
-
-static const char *json_str_or_null(const qtts_json *o, const char *key) {
-    const qtts_json *v = qtts_json_get(o, key);
-    return v && v->type == QTTS_JSON_STRING ? v->str : NULL;
-}
 
 /* One golden case through qtts_synthesize. */
 static void run_case(qtts_engine *eng, const char *model, const char *name) {
@@ -92,10 +41,10 @@ static void run_case(qtts_engine *eng, const char *model, const char *name) {
 
     qtts_request req;
     qtts_request_init(&req);
-    req.text = json_str_or_null(in, "text");
-    req.speaker = json_str_or_null(in, "speaker");
-    req.language = json_str_or_null(in, "language");
-    req.instruct = json_str_or_null(in, "instruct");
+    req.text = jstr(in, "text");
+    req.speaker = jstr(in, "speaker");
+    req.language = jstr(in, "language");
+    req.instruct = jstr(in, "instruct");
     req.text_mode = ns ? QTTS_TEXT_MODE_NON_STREAMING : QTTS_TEXT_MODE_STREAMING;
     req.do_sample = 0;
     req.subtalker_do_sample = 0;
@@ -294,7 +243,7 @@ static void test_cli_codes_roundtrip(void) {
     /* en_vivian_ns: english, vivian, non-streaming, max_new_tokens 16 -> 15 frames */
     qtts_json *doc = load_json(GOLDEN "/cv06/en_vivian_ns.json");
     REQUIRE(doc, "golden json");
-    const char *text = json_str_or_null(qtts_json_get(doc, "inputs"), "text");
+    const char *text = jstr(qtts_json_get(doc, "inputs"), "text");
     REQUIRE(text, "text");
     char tf[300];
     snprintf(tf, sizeof tf, "%s/text.txt", tmpdir);
