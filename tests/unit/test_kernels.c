@@ -16,7 +16,8 @@
  * The formats: f32 <-> binary16 conversion exhaustively; quantize then
  * dequantize within half a step per element (a whole step where Q4_0
  * clamps its top code); qtts_mat_quantize and qtts_mat_row; the
- * safetensors loader still refuses "Q8_0"/"Q4_0" in files. The relative
+ * safetensors loader refuses "Q8_0"/"Q4_0" in a file without the
+ * quantized-file marker. The relative
  * RMS error of each format on Gaussian weights and of the quantized matmul
  * is printed (docs/QUANT.md quotes it) and bounded loosely.
  *
@@ -470,8 +471,9 @@ static void test_mat_quantize(void) {
     tmat_free(&w);
 }
 
-/* The loader keeps refusing the quantized dtype strings until a format
- * version for quantized files exists. */
+/* A file without the quantized-file marker (docs/QUANT.md) cannot carry
+ * the block dtypes: the loader refuses them as it refuses any unknown
+ * dtype. */
 static void test_loader_rejects_quant_dtypes(void) {
     const char *names[2] = {QTTS_Q8_0_NAME, QTTS_Q4_0_NAME};
     for (int i = 0; i < 2; i++) {
