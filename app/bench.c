@@ -17,8 +17,8 @@
  *   RTF                                      wall time / audio time, whole request
  *
  * Audio is streamed (qtts_request.stream_chunk_frames, --stream N,
- * default 12 frames per decode, the first after --stream-first, default
- * 2; --stream 0: the 300-frame windows), so TTFA and RTF are those of a
+ * at most 12 frames per decode, the first after --stream-first, default
+ * 1; --stream 0: the 300-frame windows), so TTFA and RTF are those of a
  * streaming client.
  *   peak RSS                                 getrusage, whole process
  *
@@ -41,6 +41,7 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -383,6 +384,11 @@ typedef struct {
     double bw_talker_s, bw_cp_s, fma, int8;  /* probes */
 } run_result;
 
+/* v[r] = the double at byte offset off of rr[r]. */
+static void field_of(const run_result *rr, int runs, size_t off, double *v) {
+    for (int r = 0; r < runs; r++) memcpy(&v[r], (const char *)&rr[r] + off, sizeof(double));
+}
+
 static run_result synth_once(qtts_engine *eng, qtts_session *ses, const qtts_request *base,
                              int frames, uint64_t seed) {
     qtts_request req = *base;
@@ -435,7 +441,7 @@ static void usage_bench(FILE *f) {
           "      --voice FILE         Base models: a voice profile\n"
           "      --backend NAME       cpu (default) or cuda\n"
           "      --stream N           frames per codec decode (default 12; 0 = 300-frame windows)\n"
-          "      --stream-first N     frames before the first audio (default 2)\n"
+          "      --stream-first N     frames before the first audio (default 1)\n"
           "      --json               JSON on stdout instead of the table\n"
           "  -h, --help\n",
           f);
@@ -493,7 +499,7 @@ int qtts_cmd_bench(int argc, char **argv) {
     const char *voice_path = NULL, *backend = NULL;
     qtts_engine_options eo;
     qtts_engine_options_init(&eo);
-    int frames = 100, runs = 5, stream = 12, stream_first = 2;
+    int frames = 100, runs = 5, stream = 12, stream_first = 1;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -585,19 +591,32 @@ int qtts_cmd_bench(int argc, char **argv) {
         x_tcp[r] = (rr[r].talker_ms + rr[r].cp_ms) / (ft + fc);
         x_codec[r] = rr[r].codec_ms / fd;
         if (!json)
-            fprintf(stderr, "  run %d: %d frames, talker %.1f + CP %.1f ms/frame (x%.2f floor), codec %.1f ms/frame, TTFA %.2f s, RTF %.2f\n",
+            fprintf(stderr,
+                    "  run %d: %d frames, talker %.1f + CP %.1f ms/frame (x%.2f floor), "
+                    "codec %.1f ms/frame, TTFA %.2f s, RTF %.2f\n",
                     r + 1, rr[r].frames, rr[r].talker_ms, rr[r].cp_ms, x_tcp[r], rr[r].codec_ms,
                     rr[r].ttfa_s, rr[r].rtf);
     }
     getrusage(RUSAGE_SELF, &ru);
     const double rss_peak_mb = ru.ru_maxrss / 1024.0;
 
-#define MED(field) ({ double v_[MAX_RUNS]; for (int r_ = 0; r_ < runs; r_++) v_[r_] = rr[r_].field; median(v_, runs); })
+    double v[MAX_RUNS];
+#define MED(field) (field_of(rr, runs, offsetof(run_result, field), v), median(v, runs))
     const double talker_ms = MED(talker_ms), cp_ms = MED(cp_ms), codec_ms = MED(codec_ms);
-    const double prefill_ms = MED(prefill_ms), ttfa = MED(ttfa_s), rtf = MED(rtf), audio_s = MED(audio_s);
-    const double bw_t = MED(bw_talker_s), bw_c = MED(bw_cp_s), fma = MED(fma), i8 = MED(int8);
-    const double frames_med = MED(frames), prefill_rows = MED(prefill_rows);
+    const double prefill_ms = MED(prefill_ms), ttfa = MED(ttfa_s), rtf = MED(rtf);
+    const double audio_s = MED(audio_s), bw_t = MED(bw_talker_s), bw_c = MED(bw_cp_s);
+    const double fma = MED(fma), i8 = MED(int8);
 #undef MED
+    double frames_med, prefill_rows;
+    {
+        double f[MAX_RUNS], p[MAX_RUNS];
+        for (int r = 0; r < runs; r++) {
+            f[r] = rr[r].frames;
+            p[r] = rr[r].prefill_rows;
+        }
+        frames_med = median(f, runs);
+        prefill_rows = median(p, runs);
+    }
     const double peak = cost.quantized ? i8 : fma;
     const double ft = 1e3 * QTTS_MAX(bw_t, 2 * cost.talker_macs / peak),
                  fc = 1e3 * QTTS_MAX(bw_c, 2 * cost.cp_macs / peak),
@@ -648,7 +667,9 @@ int qtts_cmd_bench(int argc, char **argv) {
                cost.talker_bytes / bw_t / 1e9, cost.cp_bytes / bw_c / 1e9, fma / 1e9, i8 / 1e9);
         printf("text: \"%s\" (%d words); %.0f frames per run, %d runs, medians; ", text,
                count_words(text), frames_med, runs);
-        if (stream) printf("audio streamed: first after %d frames, then every %d\n\n", stream_first, stream);
+        if (stream)
+            printf("audio streamed: first after %d frame(s), then doubling up to %d per decode\n\n",
+                   stream_first, stream);
         else printf("audio in 300-frame windows\n\n");
         printf("%-22s %10s %10s %8s   %s\n", "stage", "ms/frame", "floor ms", "x floor",
                "per frame");

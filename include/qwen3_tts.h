@@ -149,7 +149,7 @@ typedef struct {
     /* Low-latency audio. 0 (default): on_audio per completed 300-frame
      * window of the reference's chunked decode, the rest at finish. N > 0:
      * the codec decodes frames as they are generated: the first on_audio
-     * after stream_first_frames frames (0: min(N, 2)), then after twice as
+     * after stream_first_frames frames (0: 1), then after twice as
      * many frames as the last one carried, up to N per call (a player that
      * starts at the first audio keeps ahead as long as synthesis is faster
      * than real time), the rest at finish. The samples are the same, bit for bit

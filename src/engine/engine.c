@@ -644,7 +644,7 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
     }
     if (req->stream_chunk_frames && !s->hold_audio && !strcmp(e->backend->ops->name, "cpu")) {
         const int n = req->stream_chunk_frames;
-        const int first = req->stream_first_frames ? req->stream_first_frames : QTTS_MIN(n, 2);
+        const int first = req->stream_first_frames ? req->stream_first_frames : 1;
         const int run = QTTS_MAX(n, first);
         if (s->cs && s->cs_max < run) {
             qtts_codec_stream_free(s->cs);

@@ -7,7 +7,7 @@
  *     past the 300-frame window restart: for (chunk, first) in a few
  *     settings the concatenated PCM and the codes memcmp-equal the default
  *     (window) delivery; the first on_audio comes when exactly `first`
- *     frames exist (min(chunk, 2) by default) and carries first * 1920
+ *     frames exist (1 by default) and carries first * 1920
  *     samples; every later one but the last carries twice the frames of
  *     the one before, at most chunk;
  *   - a session switches between streaming and window requests and
@@ -86,7 +86,7 @@ static bool same(const sink *a, const sink *b) {
 /* The streamed delivery's shape: first push after `first` frames, then
  * `chunk` frames per push, the remainder last. */
 static void check_shape(const sink *s, int chunk, int first, const char *what) {
-    const int f = first ? first : (chunk < 2 ? chunk : 2);
+    const int f = first ? first : 1;
     if (s->frames <= f) {
         CHECK(s->calls == 1 && s->sizes[0] == (size_t)s->frames * SPF, "%s: one call", what);
         return;
