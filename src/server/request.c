@@ -474,6 +474,9 @@ static bool finish(qtts_json *doc, bool ok, const qtts_req_limits *lim, qtts_spe
     if (out->limit_is_error) out->max_frames = qtts_frame_budget(strlen(out->req.text), lim->max_frames);
     /* max_new_tokens counts codebook-0 draws including the EOS draw. */
     out->req.max_new_tokens = out->max_frames + 1;
+    /* A streamed response gets its audio as frames are generated (the same
+     * samples as the window delivery); a whole response gains nothing. */
+    if (out->stream != QTTS_STREAM_NONE) out->req.stream_chunk_frames = lim->stream_chunk_frames;
     return true;
 }
 

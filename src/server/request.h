@@ -68,6 +68,7 @@ typedef struct {
     size_t max_instructions_chars;  /* code points of `instructions`/`instruct` */
     int max_frames;                 /* per-request frame cap (time cap x 12.5) */
     bool have_encoders;             /* flac/mp3/opus through libsndfile */
+    int stream_chunk_frames;        /* streamed responses: qtts_request.stream_chunk_frames */
 } qtts_req_limits;
 
 typedef enum {

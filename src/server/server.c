@@ -127,6 +127,7 @@ void qtts_server_config_init(qtts_server_config *c) {
     c->idle_timeout_s = 5;
     c->write_timeout_s = 10;
     c->drain_timeout_s = 30;
+    c->stream_chunk_frames = 12;
     c->model_name = "qwen3-tts";
 }
 
@@ -374,14 +375,15 @@ static bool get_health(conn *c, bool keep_alive) {
                      "\"max_body_bytes\":%zu,\"max_input_chars\":%zu,"
                      "\"max_instructions_chars\":%zu,\"max_audio_seconds\":%g,\"max_frames\":%d,"
                      "\"queue_timeout_s\":%g,\"header_timeout_s\":%g,\"body_timeout_s\":%g,"
-                     "\"idle_timeout_s\":%g,\"write_timeout_s\":%g,\"drain_timeout_s\":%g}}",
+                     "\"idle_timeout_s\":%g,\"write_timeout_s\":%g,\"drain_timeout_s\":%g,"
+                     "\"stream_chunk_frames\":%d}}",
                      phase_name(ph), ph == PHASE_READY || ph == PHASE_DRAINING ? "true" : "false",
                      st.waiting, st.active, st.batch, st.queue_cap,
                      s->cfg.max_connections, s->cfg.max_body, s->limits.max_input_chars,
                      s->limits.max_instructions_chars, s->cfg.max_audio_seconds,
                      s->limits.max_frames, s->cfg.queue_timeout_s, s->cfg.header_timeout_s,
                      s->cfg.body_timeout_s, s->cfg.idle_timeout_s, s->cfg.write_timeout_s,
-                     s->cfg.drain_timeout_s);
+                     s->cfg.drain_timeout_s, s->cfg.stream_chunk_frames);
     int status = ph == PHASE_READY ? 200 : 503;
     return send_response(c, EP_HEALTH, status, "application/json", body,
                          (size_t)QTTS_MIN(n, (int)sizeof body - 1), keep_alive,
@@ -1244,6 +1246,8 @@ qtts_status qtts_server_start(const qtts_server_config *cfg, qtts_server **out, 
         return qtts_fail(err, QTTS_ERR_INVALID, "text limits must be in [1, 65536] characters");
     if (!(c->max_audio_seconds >= 1 && c->max_audio_seconds <= 7200))
         return qtts_fail(err, QTTS_ERR_INVALID, "max audio seconds must be in [1, 7200]");
+    if (c->stream_chunk_frames < 0 || c->stream_chunk_frames > 300)
+        return qtts_fail(err, QTTS_ERR_INVALID, "stream chunk frames must be in [0, 300]");
     double tmo[] = {c->queue_timeout_s, c->header_timeout_s, c->body_timeout_s, c->idle_timeout_s,
                     c->write_timeout_s, c->drain_timeout_s};
     for (size_t i = 0; i < QTTS_ARRAY_LEN(tmo); i++)
@@ -1290,6 +1294,7 @@ qtts_status qtts_server_start(const qtts_server_config *cfg, qtts_server **out, 
     s->limits.max_input_chars = QTTS_MIN(c->max_input_chars, (size_t)QTTS_MAX(max_frames / 4, 1));
     s->limits.max_instructions_chars = c->max_instructions_chars;
     s->limits.have_encoders = qtts_encoders_available();
+    s->limits.stream_chunk_frames = c->stream_chunk_frames;
 
     if ((st = open_listener(s, err))) goto fail;
     qtts_sched_config sc = {.model_dir = s->model_dir, .n_threads = c->threads, .batch = c->batch,

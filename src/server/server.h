@@ -46,6 +46,9 @@ typedef struct {
     double idle_timeout_s;          /* keep-alive wait for the next request (default 5) */
     double write_timeout_s;         /* one stalled write (default 10) -> request cancelled */
     double drain_timeout_s;         /* graceful shutdown budget (default 30) */
+    int stream_chunk_frames;        /* streamed responses: frames per codec decode, the first
+                                       audio after 1 frame (default 12; 0 = the reference's
+                                       300-frame windows); the samples are the same either way */
     const char *api_key;            /* NULL: no auth; else Bearer, constant-time compare */
     const char *model_name;         /* id in /v1/models; default "qwen3-tts" */
     bool install_signal_handlers;   /* SIGINT/SIGTERM: drain, again: abort; SIGUSR1: stats */

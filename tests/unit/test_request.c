@@ -26,7 +26,7 @@ static qtts_model_desc cv_desc(void) {
 
 static qtts_req_limits lims(void) {
     qtts_req_limits l = {.max_input_chars = 100, .max_instructions_chars = 50, .max_frames = 1000,
-                         .have_encoders = true};
+                         .have_encoders = true, .stream_chunk_frames = 12};
     return l;
 }
 
@@ -266,6 +266,27 @@ static void test_other_model_kinds(void) {
           "no encoders: %s", e.message);
 }
 
+static void test_stream_decode(void) {
+    /* streamed responses decode audio as frames come (the server's chunk
+     * setting); whole responses keep the window delivery */
+    res r = oa("{\"model\":\"tts-1\",\"input\":\"Hi.\",\"voice\":\"vivian\",\"stream_format\":\"sse\"}");
+    REQUIRE(r.ok, "%s", r.e.message);
+    CHECK(r.sp.req.stream_chunk_frames == 12, "sse: chunk %d", r.sp.req.stream_chunk_frames);
+    qtts_speech_free(&r.sp);
+    r = oa("{\"model\":\"tts-1\",\"input\":\"Hi.\",\"voice\":\"vivian\",\"stream_format\":\"audio\"}");
+    REQUIRE(r.ok, "%s", r.e.message);
+    CHECK(r.sp.req.stream_chunk_frames == 12, "audio: chunk %d", r.sp.req.stream_chunk_frames);
+    qtts_speech_free(&r.sp);
+    r = nat("{\"text\":\"Hi.\",\"speaker\":\"vivian\",\"stream\":true}");
+    REQUIRE(r.ok, "%s", r.e.message);
+    CHECK(r.sp.req.stream_chunk_frames == 12, "native stream: chunk %d", r.sp.req.stream_chunk_frames);
+    qtts_speech_free(&r.sp);
+    r = nat("{\"text\":\"Hi.\",\"speaker\":\"vivian\"}");
+    REQUIRE(r.ok, "%s", r.e.message);
+    CHECK(r.sp.req.stream_chunk_frames == 0, "whole: chunk %d", r.sp.req.stream_chunk_frames);
+    qtts_speech_free(&r.sp);
+}
+
 static void test_error_json_and_echo(void) {
     /* A hostile value is cut to 64 bytes, control characters replaced, and
      * the resulting JSON parses with the message intact. */
@@ -311,5 +332,6 @@ int main(void) {
     TEST_RUN(test_native_fields);
     TEST_RUN(test_other_model_kinds);
     TEST_RUN(test_error_json_and_echo);
+    TEST_RUN(test_stream_decode);
     TEST_END();
 }
