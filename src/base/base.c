@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -46,8 +47,19 @@ void qtts_assert_fail(const char *expr, const char *file, int line) {
 void *qtts_malloc(size_t n) { return malloc(n ? n : 1); }
 void *qtts_calloc(size_t c, size_t s) { return calloc(c ? c : 1, s ? s : 1); }
 void *qtts_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
+/* Large blocks (packed weights, scratch) are 2 MiB aligned and asked to be
+ * backed by transparent huge pages where the kernel is in "madvise" mode:
+ * a 2 MiB fault instead of 512 small ones, and fewer TLB misses for the
+ * kernels that stream them. A refusal (no THP) is harmless. */
+#define QTTS_HUGE_MIN (4u << 20)
+#define QTTS_HUGE_ALIGN (2u << 20)
 void *qtts_aligned_alloc(size_t n) {
     void *p = NULL;
+    if (n >= QTTS_HUGE_MIN) {
+        if (posix_memalign(&p, QTTS_HUGE_ALIGN, n) != 0) return NULL;
+        (void)madvise(p, n & ~(size_t)(QTTS_HUGE_ALIGN - 1), MADV_HUGEPAGE);
+        return p;
+    }
     if (posix_memalign(&p, 64, n ? n : 64) != 0) return NULL;
     return p;
 }

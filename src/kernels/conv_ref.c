@@ -22,68 +22,91 @@
  */
 #include "kernels.h"
 
+#include "../base/thread.h"
+
 #include <math.h>
 #include <string.h>
 
 #define MR QTTS_CONV_MR
 #define NR 8
 
-bool qtts_conv1d_init(qtts_conv1d *c, const float *w, const float *bias, int cout, int cin,
-                      int taps, int dil) {
+/* Packing: block b of MR output rows gets [taps][cin][MR]. A task packs a
+ * run of blocks; the pool spreads them (load time is mostly first-touch
+ * page faults on the packed copy, which run in parallel). Row `row` of a
+ * transposed conv's polyphase form is phase row / cout, channel row % cout,
+ * read straight from the torch ConvTranspose1d layout [cin, cout, k]. */
+typedef struct {
+    float *dst;
+    const float *w;
+    int rows, cin, taps;
+    int tr_cout, tr_k, tr_s;   /* tr_s > 0: w is a transposed conv's weight */
+    int blocks_per_task, n_blocks;
+} pack_job;
+
+static void pack_task(void *ctx, int task) {
+    const pack_job *j = ctx;
+    const int b0 = task * j->blocks_per_task;
+    const int b1 = QTTS_MIN(j->n_blocks, b0 + j->blocks_per_task);
+    const int cin = j->cin, taps = j->taps;
+    for (int b = b0; b < b1; b++)
+        for (int k = 0; k < taps; k++) {
+            float *d = j->dst + ((size_t)b * taps + k) * cin * MR;
+            for (int r = 0; r < MR; r++) {
+                const int row = b * MR + r;
+                if (row >= j->rows) {
+                    for (int ci = 0; ci < cin; ci++) d[(size_t)ci * MR + r] = 0.0f;
+                    continue;
+                }
+                if (j->tr_s) {
+                    const int ph = row / j->tr_cout, co = row % j->tr_cout;
+                    const int q = taps - 1 - k; /* input shift of this tap */
+                    const float *src = j->w + (size_t)co * j->tr_k + ph + (size_t)q * j->tr_s;
+                    const size_t ld = (size_t)j->tr_cout * j->tr_k;
+                    for (int ci = 0; ci < cin; ci++) d[(size_t)ci * MR + r] = src[(size_t)ci * ld];
+                } else {
+                    const float *src = j->w + (size_t)row * cin * taps + k;
+                    for (int ci = 0; ci < cin; ci++) d[(size_t)ci * MR + r] = src[(size_t)ci * taps];
+                }
+            }
+        }
+}
+
+static bool pack(qtts_conv1d *c, const float *w, const float *bias, int rows, int cin, int taps,
+                 int dil, int tr_cout, int tr_k, int tr_s) {
     memset(c, 0, sizeof(*c));
-    QTTS_ASSERT(cout > 0 && cin > 0 && taps > 0 && dil > 0);
-    const size_t nblk = (size_t)(cout + MR - 1) / MR;
-    c->w = qtts_aligned_alloc(nblk * (size_t)taps * cin * MR * sizeof(float));
+    const int nblk = (rows + MR - 1) / MR;
+    c->w = qtts_aligned_alloc((size_t)nblk * taps * cin * MR * sizeof(float));
     if (!c->w) return false;
     if (bias) {
-        c->bias = qtts_malloc(sizeof(float) * cout);
+        c->bias = qtts_malloc(sizeof(float) * rows);
         if (!c->bias) {
             qtts_conv1d_free(c);
             return false;
         }
-        memcpy(c->bias, bias, sizeof(float) * cout);
+        for (int r = 0; r < rows; r++) c->bias[r] = bias[tr_s ? r % tr_cout : r];
     }
-    for (size_t b = 0; b < nblk; b++)
-        for (int k = 0; k < taps; k++)
-            for (int ci = 0; ci < cin; ci++)
-                for (int r = 0; r < MR; r++) {
-                    const int co = (int)b * MR + r;
-                    c->w[((b * taps + k) * cin + ci) * MR + r] =
-                        co < cout ? w[((size_t)co * cin + ci) * taps + k] : 0.0f;
-                }
-    c->cout = cout;
+    /* about 1 MiB of packed weights per task */
+    const size_t blk_bytes = (size_t)taps * cin * MR * sizeof(float);
+    const int per = (int)QTTS_MAX(1, QTTS_MIN((size_t)nblk, (1u << 20) / blk_bytes));
+    pack_job j = {c->w, w, rows, cin, taps, tr_cout, tr_k, tr_s, per, nblk};
+    qtts_parallel_for((nblk + per - 1) / per, pack_task, &j);
+    c->cout = rows;
     c->cin = cin;
     c->taps = taps;
     c->dil = dil;
     return true;
 }
 
+bool qtts_conv1d_init(qtts_conv1d *c, const float *w, const float *bias, int cout, int cin,
+                      int taps, int dil) {
+    QTTS_ASSERT(cout > 0 && cin > 0 && taps > 0 && dil > 0);
+    return pack(c, w, bias, cout, cin, taps, dil, 0, 0, 0);
+}
+
 bool qtts_convtr1d_init(qtts_conv1d *c, const float *w, const float *bias, int cin, int cout,
                         int k, int s) {
-    memset(c, 0, sizeof(*c));
     QTTS_ASSERT(cin > 0 && cout > 0 && s > 0 && k >= s && k % s == 0);
-    const int taps = k / s, rows = s * cout;
-    /* torch-layout conv weight [s*cout, cin, taps] of the polyphase form */
-    float *cw = qtts_malloc(sizeof(float) * (size_t)rows * cin * taps);
-    float *cb = bias ? qtts_malloc(sizeof(float) * (size_t)rows) : NULL;
-    bool ok = cw && (!bias || cb);
-    if (ok) {
-        for (int p = 0; p < s; p++)
-            for (int co = 0; co < cout; co++) {
-                const size_t row = (size_t)p * cout + co;
-                for (int ci = 0; ci < cin; ci++)
-                    for (int kk = 0; kk < taps; kk++) {
-                        const int q = taps - 1 - kk; /* input shift of this tap */
-                        cw[(row * cin + ci) * taps + kk] =
-                            w[((size_t)ci * cout + co) * k + p + (size_t)q * s];
-                    }
-                if (cb) cb[row] = bias[co];
-            }
-        ok = qtts_conv1d_init(c, cw, cb, rows, cin, taps, 1);
-    }
-    qtts_free(cw);
-    qtts_free(cb);
-    return ok;
+    return pack(c, w, bias, s * cout, cin, k / s, 1, cout, k, s);
 }
 
 void qtts_conv1d_free(qtts_conv1d *c) {

@@ -103,14 +103,18 @@ static float *load_vec(qtts_codec_decoder *d, qtts_err *err, int64_t n, const ch
 }
 
 /* Temporary fp32 copy of a tensor (caller frees). */
-static float *tmp_f32(const qtts_tensor *t, qtts_err *err) {
+/* t's values as fp32: the mapping itself when it is aligned F32 (the
+ * shipped codec), else a converted copy in *owned (free it; NULL for a view). */
+static const float *tmp_f32(const qtts_tensor *t, float **owned, qtts_err *err) {
+    *owned = NULL;
+    if (t->dtype == QTTS_DT_F32 && (uintptr_t)t->data % sizeof(float) == 0) return t->data;
     float *v = qtts_malloc(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
     if (!v) {
         nomem(err, t->name);
         return NULL;
     }
     qtts_tensor_to_f32(t, v);
-    return v;
+    return *owned = v;
 }
 
 /* A [rows, cols] (or [rows, cols, 1]) matrix: a view into the mapping when
@@ -142,11 +146,12 @@ static bool load_conv(qtts_codec_decoder *d, qtts_conv1d *c, qtts_err *err, int 
     const qtts_tensor *w = get(d, err, 3, DIMS(cout, cin, taps), "%s.weight", prefix);
     const qtts_tensor *b = w ? get(d, err, 1, DIMS(cout), "%s.bias", prefix) : NULL;
     if (!b) return false;
-    float *wf = tmp_f32(w, err), *bf = wf ? tmp_f32(b, err) : NULL;
+    float *wo, *bo = NULL;
+    const float *wf = tmp_f32(w, &wo, err), *bf = wf ? tmp_f32(b, &bo, err) : NULL;
     bool ok = bf && qtts_conv1d_init(c, wf, bf, cout, cin, taps, dil);
     if (bf && !ok) nomem(err, w->name);
-    qtts_free(wf);
-    qtts_free(bf);
+    qtts_free(wo);
+    qtts_free(bo);
     return ok;
 }
 
@@ -156,11 +161,12 @@ static bool load_tconv(qtts_codec_decoder *d, qtts_conv1d *c, qtts_err *err, int
     const qtts_tensor *w = get(d, err, 3, DIMS(cin, cout, k), "%s.weight", prefix);
     const qtts_tensor *b = w ? get(d, err, 1, DIMS(cout), "%s.bias", prefix) : NULL;
     if (!b) return false;
-    float *wf = tmp_f32(w, err), *bf = wf ? tmp_f32(b, err) : NULL;
+    float *wo, *bo = NULL;
+    const float *wf = tmp_f32(w, &wo, err), *bf = wf ? tmp_f32(b, &bo, err) : NULL;
     bool ok = bf && qtts_convtr1d_init(c, wf, bf, cin, cout, k, s);
     if (bf && !ok) nomem(err, w->name);
-    qtts_free(wf);
-    qtts_free(bf);
+    qtts_free(wo);
+    qtts_free(bo);
     return ok;
 }
 
@@ -265,7 +271,8 @@ static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
                                          grp, li)
                                    : NULL;
         if (!cu) return err->status;
-        float *usage = tmp_f32(cu, err);
+        float *usage_owned;
+        const float *usage = tmp_f32(cu, &usage_owned, err);
         if (!usage) return err->status;
         float *cb = d->codebooks + cb_n * q;
         qtts_tensor_to_f32(es, cb);
@@ -273,7 +280,7 @@ static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
             const float u = usage[i] < 1e-5f ? 1e-5f : usage[i]; /* clamp(min=1e-5) */
             for (int j = 0; j < d->cb_vec; j++) cb[(size_t)i * d->cb_vec + j] /= u;
         }
-        qtts_free(usage);
+        qtts_free(usage_owned);
     }
     if (!load_mat(d, &d->proj_first, err, 3, d->rvq_dim, d->cb_vec,
                   "quantizer.rvq_first.output_proj.weight") ||
@@ -339,11 +346,12 @@ static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
         float *b1 = load_vec(d, err, 4 * (int64_t)C, "%s.bias", q1);
         float *b2 = b1 ? load_vec(d, err, C, "%s.bias", q2) : NULL;
         if (!b2) return err->status;
-        float *f1 = tmp_f32(w1, err), *f2 = f1 ? tmp_f32(w2, err) : NULL;
+        float *o1, *o2 = NULL;
+        const float *f1 = tmp_f32(w1, &o1, err), *f2 = f1 ? tmp_f32(w2, &o2, err) : NULL;
         bool ok = f2 && qtts_conv1d_init(&U->pw1, f1, b1, 4 * C, C, 1, 1) &&
                   qtts_conv1d_init(&U->pw2, f2, b2, C, 4 * C, 1, 1);
-        qtts_free(f1);
-        qtts_free(f2);
+        qtts_free(o1);
+        qtts_free(o2);
         if (!ok) return f2 ? nomem(err, w1->name) : err->status;
     }
 
