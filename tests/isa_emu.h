@@ -28,6 +28,8 @@ typedef union {
     float f[16];
     int32_t i32[16];
     uint32_t u32[16];
+    int64_t i64[8];
+    uint16_t u16[32];
     int8_t i8[64];
     uint8_t u8[64];
 } emu512;
@@ -220,6 +222,45 @@ EMU __mmask64 emu_mm512_movepi8_mask(__m512i a_) {
     for (int i = 0; i < 64; i++) k |= (__mmask64)(a.u8[i] >> 7) << i;
     return k;
 }
+EMU __m512i emu_mm512_and_si512(__m512i a_, __m512i b_) {
+    emu512 a = {.si = a_}, b = {.si = b_};
+    for (int i = 0; i < 8; i++) a.i64[i] &= b.i64[i];
+    return a.si;
+}
+/* Counts over 15 give 0, as the instruction does. */
+EMU __m512i emu_mm512_srlv_epi16(__m512i a_, __m512i c_) {
+    emu512 a = {.si = a_}, c = {.si = c_};
+    for (int i = 0; i < 32; i++) a.u16[i] = c.u16[i] > 15 ? 0 : (uint16_t)(a.u16[i] >> c.u16[i]);
+    return a.si;
+}
+/* Arguments from the highest element down, as _mm512_set_*. */
+EMU __m512i emu_mm512_set_epi64(long long e7, long long e6, long long e5, long long e4,
+                                long long e3, long long e2, long long e1, long long e0) {
+    emu512 r;
+    const long long e[8] = {e0, e1, e2, e3, e4, e5, e6, e7};
+    for (int i = 0; i < 8; i++) r.i64[i] = e[i];
+    return r.si;
+}
+EMU __m512i emu_mm512_set_epi32(int e15, int e14, int e13, int e12, int e11, int e10, int e9, int e8,
+                                int e7, int e6, int e5, int e4, int e3, int e2, int e1, int e0) {
+    emu512 r;
+    const int e[16] = {e0, e1, e2, e3, e4, e5, e6, e7, e8, e9, e10, e11, e12, e13, e14, e15};
+    for (int i = 0; i < 16; i++) r.i32[i] = e[i];
+    return r.si;
+}
+/* r[i] = a[idx[i] & 15] */
+EMU __m512 emu_mm512_permutexvar_ps(__m512i idx_, __m512 a_) {
+    emu512 idx = {.si = idx_}, a = {.ps = a_}, r;
+    for (int i = 0; i < 16; i++) r.f[i] = a.f[idx.u32[i] & 15];
+    return r.ps;
+}
+/* The upper 384 bits are undefined in the instruction; zero here. */
+EMU __m512 emu_mm512_castps128_ps512(__m128 a) {
+    emu512 r;
+    memset(&r, 0, sizeof r);
+    memcpy(&r, &a, sizeof a);
+    return r.ps;
+}
 
 #undef _mm512_setzero_ps
 #define _mm512_setzero_ps emu_mm512_setzero_ps
@@ -291,5 +332,17 @@ EMU __mmask64 emu_mm512_movepi8_mask(__m512i a_) {
 #define _mm512_abs_epi8 emu_mm512_abs_epi8
 #undef _mm512_movepi8_mask
 #define _mm512_movepi8_mask emu_mm512_movepi8_mask
+#undef _mm512_and_si512
+#define _mm512_and_si512 emu_mm512_and_si512
+#undef _mm512_srlv_epi16
+#define _mm512_srlv_epi16 emu_mm512_srlv_epi16
+#undef _mm512_set_epi64
+#define _mm512_set_epi64 emu_mm512_set_epi64
+#undef _mm512_set_epi32
+#define _mm512_set_epi32 emu_mm512_set_epi32
+#undef _mm512_permutexvar_ps
+#define _mm512_permutexvar_ps emu_mm512_permutexvar_ps
+#undef _mm512_castps128_ps512
+#define _mm512_castps128_ps512 emu_mm512_castps128_ps512
 
 #endif

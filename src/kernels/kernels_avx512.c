@@ -131,8 +131,22 @@ INLINE __m256i codes256(const uint8_t *row, int b, const bool q4) {
     return _mm256_loadu_si256((const __m256i *)blk);
 }
 
-/* Blocks b and b+1: codes of b in bytes 0-31, of b+1 in bytes 32-63. */
+/* Blocks b and b+1: codes of b in bytes 0-31, of b+1 in bytes 32-63.
+ * Q4_0: each block's 16 bytes are broadcast to both 128-bit halves of its
+ * 256 (a load port op each), then one variable shift takes the high
+ * nibbles in the odd 128-bit lanes and one AND masks all four: about half
+ * the instructions of unpacking the blocks one by one. */
 INLINE __m512i codes512(const uint8_t *row, int b, const bool q4) {
+    if (q4) {
+        const uint8_t *b0 = row + (size_t)b * sizeof(qtts_block_q4_0) + 2;
+        const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b0));
+        const __m256i q1 = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128((const __m128i *)(b0 + sizeof(qtts_block_q4_0))));
+        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+        const long long k4 = 0x0004000400040004LL;   /* 16-bit shift counts: 4 in lanes 1, 3 */
+        const __m512i sh = _mm512_set_epi64(k4, k4, 0, 0, k4, k4, 0, 0);
+        return _mm512_and_si512(_mm512_srlv_epi16(q, sh), _mm512_set1_epi8(15));
+    }
     return _mm512_inserti64x4(_mm512_castsi256_si512(codes256(row, b, q4)), codes256(row, b + 1, q4), 1);
 }
 
@@ -175,9 +189,14 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
     int b = 0;
     for (; b + 2 <= nb; b += 2) {
         __m512i xv[4], ax[4], x8[4];
+        __m512 xs[4];
         __mmask64 neg[4];
+        /* lanes 0-7 take element 0 of a pair, lanes 8-15 element 1 */
+        const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
 #pragma GCC unroll 4
         for (int p = 0; p < RX; p++) {
+            xs[p] = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(_mm_castsi128_ps(
+                                                    _mm_loadl_epi64((const __m128i *)(xd[p] + b)))));
             xv[p] = _mm512_loadu_si512(xq[p] + b * QTTS_QK);
             if (q4) {
                 x8[p] = _mm512_slli_epi32(_mm512_dpbusd_epi32(zero, _mm512_set1_epi8(1), xv[p]), 3);
@@ -190,13 +209,18 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
         for (int r = 0; r < RW; r++) {
             if (RX == 1) prefetch(w[r] + (size_t)b * block_bytes(q4) + RW * rb);
             const __m512i wv = codes512(w[r], b, q4);
-            const float d0 = block_scale(w[r], b, q4), d1 = block_scale(w[r], b + 1, q4);
+            /* the two blocks' scales, d0 in lanes 0-7 and d1 in 8-15; times
+             * x's scales, the same products as d0 * xd[b] in scalar code */
+            const uint8_t *h = w[r] + (size_t)b * block_bytes(q4);
+            uint16_t h0, h1;
+            __builtin_memcpy(&h0, h, 2);
+            __builtin_memcpy(&h1, h + block_bytes(q4), 2);
+            const __m128i hh = _mm_insert_epi16(_mm_cvtsi32_si128(h0), h1, 1);
+            const __m512 wd = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(_mm_cvtph_ps(hh)));
 #pragma GCC unroll 4
             for (int p = 0; p < RX; p++) {
                 const __m512 f = _mm512_cvtepi32_ps(dot512(wv, ax[p], neg[p], xv[p], x8[p], q4));
-                const __m512 s = _mm512_mask_blend_ps((__mmask16)0xff00, _mm512_set1_ps(d0 * xd[p][b]),
-                                                      _mm512_set1_ps(d1 * xd[p][b + 1]));
-                acc[p][r] = _mm512_add_ps(acc[p][r], _mm512_mul_ps(f, s));
+                acc[p][r] = _mm512_add_ps(acc[p][r], _mm512_mul_ps(f, _mm512_mul_ps(wd, xs[p])));
             }
         }
     }
