@@ -659,9 +659,14 @@ static void usage_serve(FILE *f) {
         "      --api-key KEY            require 'Authorization: Bearer KEY' (not on /health)\n"
         "      --api-key-file FILE      the same, the key read from FILE (first line)\n"
         "      --model-name NAME        model id listed by /v1/models (default qwen3-tts)\n"
+        "      --voices DIR             Base models: voice profiles DIR/NAME.voice (from 'voice create'\n"
+        "                               or 'synth --save-voice'), read at start; the OpenAI 'voice' and\n"
+        "                               /v1/tts 'voice_profile' name one (NAME: 1-64 of a-z 0-9 _ -)\n"
         "limits:\n"
         "      --max-connections N      open connections (default 256); more get 503\n"
         "      --max-body BYTES         request body size (default 1048576)\n"
+        "      --max-clone-body BYTES   /v1/tts body size on a Base model, for base64 reference audio\n"
+        "                               (default 16777216)\n"
         "      --max-input-chars N      text length cap (default 4096; also <= max frames / 4)\n"
         "      --max-instructions-chars N  (default 4096)\n"
         "      --max-audio-seconds S    audio per request (default 600, i.e. 7500 frames)\n"
@@ -716,6 +721,8 @@ static int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--model-name")) c.model_name = NEXT();
         else if (!strcmp(a, "--max-connections")) c.max_connections = (int)parse_long(a, NEXT(), 1, 65536);
         else if (!strcmp(a, "--max-body")) c.max_body = (size_t)parse_long(a, NEXT(), 64, 64L << 20);
+        else if (!strcmp(a, "--max-clone-body")) c.max_clone_body = (size_t)parse_long(a, NEXT(), 64, 64L << 20);
+        else if (!strcmp(a, "--voices")) c.voices_dir = NEXT();
         else if (!strcmp(a, "--max-input-chars")) c.max_input_chars = (size_t)parse_long(a, NEXT(), 1, 65536);
         else if (!strcmp(a, "--max-instructions-chars")) c.max_instructions_chars = (size_t)parse_long(a, NEXT(), 0, 65536);
         else if (!strcmp(a, "--max-audio-seconds")) c.max_audio_seconds = parse_float(a, NEXT(), 1, 7200, false);

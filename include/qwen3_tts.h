@@ -210,6 +210,16 @@ typedef struct {
 /* Describes a profile; the strings live as long as the profile. */
 void qtts_voice_get_info(const qtts_voice *v, qtts_voice_info *info);
 
+/* For the calling thread only: run the engine's parallel work on this
+ * thread alone (serial = true) or on the shared thread pool (false, the
+ * default). Meant for a thread that runs qtts_voice_create (the speaker
+ * and codec encoders) while another thread synthesizes, as a server's
+ * connection threads do beside its batch worker: the pool runs one
+ * caller's job at a time, so without this the synthesizing thread would
+ * compute its share single-threaded whenever the other one held the pool.
+ * Results are the same bits either way. */
+void qtts_thread_set_serial(bool serial);
+
 /* ---- incremental and batched synthesis (what a server's scheduler uses) ----
  *
  * qtts_synthesize is qtts_session_start + qtts_step_batch on that one

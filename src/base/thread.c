@@ -227,6 +227,14 @@ int qtts_threads_count(void) { return qtts_pool_size(atomic_load(&g_pool)); }
 
 void qtts_threads_shutdown(void) { qtts_threads_init(1); }
 
+static _Thread_local bool t_serial;
+
+void qtts_threads_set_local_serial(bool serial) { t_serial = serial; }
+
 void qtts_parallel_for(int n_tasks, qtts_task_fn fn, void *ctx) {
+    if (t_serial) {
+        for (int i = 0; i < n_tasks; i++) fn(ctx, i);
+        return;
+    }
     qtts_pool_run(atomic_load_explicit(&g_pool, memory_order_acquire), n_tasks, fn, ctx);
 }

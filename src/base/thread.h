@@ -25,6 +25,8 @@
 #ifndef QTTS_THREAD_H
 #define QTTS_THREAD_H
 
+#include <stdbool.h>
+
 /* Runs task i of a job; ctx is the job's shared, read-only argument block. */
 typedef void (*qtts_task_fn)(void *ctx, int task);
 
@@ -51,6 +53,15 @@ int qtts_threads_init(int n_threads);
 int qtts_threads_count(void);
 void qtts_threads_shutdown(void);                         /* back to inline execution */
 void qtts_parallel_for(int n_tasks, qtts_task_fn fn, void *ctx);
+
+/* Per calling thread: while set, qtts_parallel_for runs every task on the
+ * caller and leaves the process-wide pool to the other threads. For heavy
+ * one-off work (cloning a voice on a server's connection thread) beside a
+ * thread that synthesizes: the pool serves one job at a time, so without
+ * it the two callers would take turns having the whole pool and the
+ * synthesizing thread would run its share single-threaded whenever the
+ * other held it. Results are the same bits either way. */
+void qtts_threads_set_local_serial(bool serial);
 
 /* Online CPUs this process may run on (sched affinity), at least 1. */
 int qtts_cpu_count(void);

@@ -883,3 +883,5 @@ qtts_status qtts_voice_load(const qtts_engine *e, const char *path, qtts_voice *
                             qtts_err *err) {
     return qtts_voice_read(&e->cfg, path, out, err);
 }
+
+void qtts_thread_set_serial(bool serial) { qtts_threads_set_local_serial(serial); }

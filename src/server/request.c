@@ -33,10 +33,12 @@ bool qtts_api_fail(qtts_api_error *e, int status, const char *type, const char *
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
-    /* vsnprintf may cut inside a multi-byte character: trim to a boundary. */
+    /* snprintf may cut inside a multi-byte character: trim to a boundary. */
     size_t n = strlen(e->message);
     size_t bad;
     while (n > 0 && !qtts_utf8_valid(e->message, n, &bad)) e->message[--n] = 0;
+    n = strlen(e->param);
+    while (n > 0 && !qtts_utf8_valid(e->param, n, &bad)) e->param[--n] = 0;
     return false;
 }
 
@@ -122,6 +124,81 @@ static void join_names(char *out, size_t cap, const char (*names)[QTTS_DESC_NAME
         o += (size_t)snprintf(out + o, cap - o, "%s%s", o ? ", " : "", names[i]);
 }
 
+static const char *kind_name(qtts_model_kind k) {
+    return k == QTTS_KIND_CUSTOM_VOICE ? "CustomVoice" : k == QTTS_KIND_VOICE_DESIGN ? "VoiceDesign" : "Base";
+}
+
+bool qtts_voice_name_ok(const char *s, size_t n) {
+    if (n < 1 || n > QTTS_VOICE_NAME_MAX) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+    }
+    return true;
+}
+
+bool qtts_voice_not_found(qtts_api_error *e, const char *param) {
+    return qtts_api_fail(e, 404, INVALID, param, "voice_not_found",
+                         "no such voice profile (names are 1-64 of a-z, 0-9, '_' and '-'; "
+                         "GET /v1/audio/voices lists them)");
+}
+
+/* Strict RFC 4648 base64 (the standard alphabet, '=' padding to a multiple
+ * of 4, no whitespace, no data: prefix, zero bits after the last byte so
+ * every byte string has exactly one encoding) into a new buffer. */
+static int b64_value(unsigned char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+static bool b64_decode(const char *key, const char *s, size_t n, uint8_t **out, size_t *out_len,
+                       qtts_api_error *e) {
+    *out = NULL;
+    *out_len = 0;
+    if (n == 0) return qtts_api_fail(e, 400, INVALID, key, "invalid_value", "'%s' is empty", key);
+    if (n % 4)
+        return qtts_api_fail(e, 400, INVALID, key, "invalid_base64",
+                             "'%s' is not valid base64: its length (%zu) is not a multiple of 4", key, n);
+    size_t pad = s[n - 1] == '=' ? (s[n - 2] == '=' ? 2 : 1) : 0;
+    for (size_t i = 0; i < n - pad; i++)
+        if (b64_value((unsigned char)s[i]) < 0)
+            return qtts_api_fail(e, 400, INVALID, key, "invalid_base64",
+                                 "'%s' is not valid base64: %s at offset %zu (standard alphabet "
+                                 "A-Z a-z 0-9 + /, '=' only as final padding, no whitespace or "
+                                 "data: prefix)",
+                                 key, s[i] == '=' ? "padding" : "a character outside the alphabet", i);
+    /* Leftover bits of the last group must be zero (canonical encoding). */
+    int last = pad ? b64_value((unsigned char)s[n - pad - 1]) : 0;
+    if ((pad == 2 && (last & 15)) || (pad == 1 && (last & 3)))
+        return qtts_api_fail(e, 400, INVALID, key, "invalid_base64",
+                             "'%s' is not valid base64: non-zero bits after the last byte", key);
+    uint64_t groups3;
+    if (!qtts_mul_ok(n / 4, 3, &groups3) || groups3 < pad || groups3 - pad > SIZE_MAX - 1)
+        return qtts_api_fail(e, 400, INVALID, key, "invalid_base64", "'%s' is too large", key);
+    size_t len = (size_t)(groups3 - pad);
+    uint8_t *b = qtts_malloc(len ? len : 1);
+    if (!b)
+        return qtts_api_fail(e, 503, "server_error", NULL, "out_of_memory",
+                             "out of memory while decoding '%s'", key);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        uint32_t v = 0;
+        for (int k = 0; k < 4; k++) {
+            int x = s[i + k] == '=' ? 0 : b64_value((unsigned char)s[i + k]);
+            v = v << 6 | (uint32_t)x;
+        }
+        uint8_t t[3] = {(uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+        for (int k = 0; k < 3 && o < len; k++) b[o++] = t[k];
+    }
+    *out = b;
+    *out_len = len;
+    return true;
+}
+
 /* The document's value for key, type-checked (NULL when absent). */
 static bool get_typed(const qtts_json *doc, const char *key, qtts_json_type t, const qtts_json **v,
                       qtts_api_error *e) {
@@ -188,7 +265,9 @@ static bool parse_object(const char *body, size_t len, const char *const *allowe
         .max_keys = 64,
         .max_items = 64,
         .max_number_len = 40,
-        .max_string_len = 1u << 20,
+        /* The body limit bounds every string; a Base model's body may
+         * carry megabytes of base64 audio in one. */
+        .max_string_len = QTTS_MAX((size_t)1 << 20, len),
     };
     qtts_err jerr;
     qtts_json *doc = qtts_json_parse(body, len, &lim, "request body", &jerr);
@@ -283,21 +362,65 @@ static bool check_instruct(const qtts_json *doc, const char *key, const qtts_mod
                              "'%s' is %zu characters, over the limit of %zu", key, cp,
                              lim->max_instructions_chars);
     out->req.instruct = v->str;
-    if (m->kind == QTTS_KIND_CUSTOM_VOICE && !m->honours_instruct) out->instruct_ignored = true;
+    if ((m->kind == QTTS_KIND_CUSTOM_VOICE && !m->honours_instruct) || m->kind == QTTS_KIND_BASE)
+        out->instruct_ignored = true;
+    return true;
+}
+
+/* A profile name from key (lower-cased first when fold is set, as the
+ * OpenAI voice is matched case-insensitively like preset speakers) into
+ * out->voice_name. Names outside the rule get the same 404 as missing
+ * ones; the server looks the valid ones up. */
+static bool take_profile(const qtts_json *v, const char *key, bool fold, const qtts_model_desc *m,
+                         qtts_speech *out, qtts_api_error *e) {
+    if (!m->have_voices)
+        return qtts_api_fail(e, 400, INVALID, key, "no_voice_profiles",
+                             "this server has no voice profiles (start it with --voices DIR); clone "
+                             "from reference audio with POST /v1/tts 'ref_audio' instead");
+    if (!qtts_voice_name_ok(v->str, v->str_len)) {
+        bool ok = fold && v->str_len >= 1 && v->str_len <= QTTS_VOICE_NAME_MAX;
+        char low[QTTS_VOICE_NAME_MAX + 1];
+        for (size_t i = 0; ok && i < v->str_len; i++) {
+            char c = v->str[i];
+            low[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+        }
+        if (!ok || !qtts_voice_name_ok(low, v->str_len)) return qtts_voice_not_found(e, key);
+        memcpy(out->voice_name, low, v->str_len);
+    } else {
+        memcpy(out->voice_name, v->str, v->str_len);
+    }
+    out->voice_name[v->str_len] = 0;
+    out->voice_param = key;
     return true;
 }
 
 /* The voice/speaker: a preset speaker of a CustomVoice model, "default"
  * (or absent) for a VoiceDesign model whose voice the instructions
- * describe. Matched case-insensitively; canonical name stored. */
+ * describe, a voice profile on a Base model (OpenAI `voice` only; the
+ * native `speaker` is refused there). Matched case-insensitively;
+ * canonical name stored. */
 static bool check_voice(const qtts_json *doc, const char *key, bool required,
                         const qtts_model_desc *m, qtts_speech *out, qtts_api_error *e) {
     const qtts_json *v;
     if (!get_string(doc, key, &v, e)) return false;
-    if (m->kind == QTTS_KIND_BASE)
-        return qtts_api_fail(e, 400, INVALID, key, "unsupported_model",
-                             "this is a Base (voice cloning) model; cloning and saved voice "
-                             "profiles are not supported yet");
+    if (m->kind == QTTS_KIND_BASE) {
+        if (strcmp(key, "speaker") == 0) {
+            if (!v) return true;
+            return qtts_api_fail(e, 400, INVALID, key, "unsupported_feature",
+                                 "Base models have no preset speakers; clone a voice with "
+                                 "'ref_audio' (and 'ref_text') or 'voice_profile'");
+        }
+        if (!v)
+            return qtts_api_fail(e, 400, INVALID, key, "missing_parameter",
+                                 m->have_voices
+                                     ? "'%s' is required: the name of a voice profile (GET "
+                                       "/v1/audio/voices lists them); this Base model clones voices"
+                                     : "'%s' is required, but this Base model clones voices and "
+                                       "the server has no voice profiles (start it with --voices "
+                                       "DIR); or clone from reference audio with POST /v1/tts",
+                                 key);
+        return take_profile(v, key, true, m, out, e);
+    }
     char list[QTTS_DESC_MAX_NAMES * (QTTS_DESC_NAME_LEN + 2)];
     if (m->kind == QTTS_KIND_VOICE_DESIGN) {
         if (v && !ieq(v->str, v->str_len, "default")) {
@@ -467,6 +590,7 @@ static void speech_init(qtts_speech *out) {
 static bool finish(qtts_json *doc, bool ok, const qtts_req_limits *lim, qtts_speech *out) {
     if (!ok) {
         qtts_json_free(doc);
+        qtts_free(out->ref_audio);
         memset(out, 0, sizeof *out);
         return false;
     }
@@ -526,20 +650,67 @@ bool qtts_parse_openai_speech(const char *body, size_t len, const qtts_model_des
 
 /* ==== POST /v1/tts (native) ============================================================= */
 
-static bool native_fields(const qtts_json *doc, const qtts_model_desc *m, const qtts_req_limits *lim,
-                          qtts_speech *out, qtts_api_error *e) {
-    /* Voice cloning seam: these fields are reserved for Base models (a
-     * reference WAV inline as base64, its transcript, a saved voice profile
-     * name); the engine does not expose cloning yet. */
+/* The cloning fields of /v1/tts. Only a Base model takes them, and it
+ * needs exactly one voice source: ref_audio (with ref_text for in-context
+ * cloning) or voice_profile. */
+static bool check_clone(const qtts_json *doc, const qtts_model_desc *m, qtts_speech *out,
+                        qtts_api_error *e) {
     static const char *const clone_fields[] = {"ref_audio", "ref_text", "voice_profile",
                                                "x_vector_only", NULL};
-    for (const char *const *c = clone_fields; *c; c++)
-        if (qtts_json_get(doc, *c))
-            return qtts_api_fail(e, 400, INVALID, *c, "unsupported_feature",
-                                 "'%s': voice cloning is not supported yet", *c);
+    if (m->kind != QTTS_KIND_BASE) {
+        for (const char *const *c = clone_fields; *c; c++)
+            if (qtts_json_get(doc, *c))
+                return qtts_api_fail(e, 400, INVALID, *c, "unsupported_feature",
+                                     "'%s' is for voice cloning, which needs a Base model; this "
+                                     "is a %s model",
+                                     *c, kind_name(m->kind));
+        return true;
+    }
+    const qtts_json *audio, *text, *profile;
+    bool xvo = false, p = false;
+    if (!get_string(doc, "ref_audio", &audio, e) || !get_string(doc, "ref_text", &text, e) ||
+        !get_string(doc, "voice_profile", &profile, e) || !get_bool(doc, "x_vector_only", &xvo, &p, e))
+        return false;
+    if (audio && profile)
+        return qtts_api_fail(e, 400, INVALID, "voice_profile", "conflicting_parameters",
+                             "give either 'ref_audio' or 'voice_profile', not both");
+    if (text && !audio)
+        return qtts_api_fail(e, 400, INVALID, "ref_text", "conflicting_parameters",
+                             "'ref_text' is the transcript of 'ref_audio' and needs it (a voice "
+                             "profile carries its own)");
+    if (!audio && !profile)
+        return qtts_api_fail(e, 400, INVALID, "ref_audio", "missing_parameter",
+                             m->have_voices
+                                 ? "this Base model clones a voice: give 'ref_audio' (base64 audio "
+                                   "bytes, with 'ref_text' for in-context cloning) or 'voice_profile'"
+                                 : "this Base model clones a voice: give 'ref_audio' (base64 audio "
+                                   "bytes, with 'ref_text' for in-context cloning); the server has "
+                                   "no voice profiles (--voices)");
+    out->req.x_vector_only = p && xvo;
+    if (profile) return take_profile(profile, "voice_profile", false, m, out, e);
+    if (text) {
+        if (text->str_len > QTTS_MAX_REF_TEXT_BYTES)
+            return qtts_api_fail(e, 400, INVALID, "ref_text", "string_above_max_length",
+                                 "'ref_text' is %zu bytes, over the limit of %u", text->str_len,
+                                 QTTS_MAX_REF_TEXT_BYTES);
+        if (blank(text->str, text->str_len))
+            return qtts_api_fail(e, 400, INVALID, "ref_text", "invalid_value",
+                                 "'ref_text' is empty; omit it (or set 'x_vector_only') to clone "
+                                 "from the speaker embedding alone");
+        if (memchr(text->str, 0, text->str_len))
+            return qtts_api_fail(e, 400, INVALID, "ref_text", "invalid_value",
+                                 "'ref_text' contains a NUL character");
+        out->ref_text = text->str;
+    }
+    return b64_decode("ref_audio", audio->str, audio->str_len, &out->ref_audio, &out->ref_audio_len, e);
+}
+
+static bool native_fields(const qtts_json *doc, const qtts_model_desc *m, const qtts_req_limits *lim,
+                          qtts_speech *out, qtts_api_error *e) {
     if (!check_model(doc, false, m, e)) return false;
     if (!check_text(doc, "text", lim, out, e)) return false;
     if (!check_voice(doc, "speaker", m->kind == QTTS_KIND_CUSTOM_VOICE, m, out, e)) return false;
+    if (!check_clone(doc, m, out, e)) return false;
     if (!check_language(doc, m, out, e)) return false;
     if (!check_instruct(doc, "instruct", m, lim, out, e)) return false;
     if (!check_format(doc, "response_format", lim, out, e)) return false;
@@ -564,8 +735,15 @@ bool qtts_parse_native_tts(const char *body, size_t len, const qtts_model_desc *
     return finish(doc, native_fields(doc, m, lim, out, e), lim, out);
 }
 
+void qtts_speech_drop_audio(qtts_speech *s) {
+    qtts_free(s->ref_audio);
+    s->ref_audio = NULL;
+    s->ref_audio_len = 0;
+}
+
 void qtts_speech_free(qtts_speech *s) {
     if (!s) return;
+    qtts_speech_drop_audio(s);
     qtts_json_free(s->doc_);
     s->doc_ = NULL;
 }

@@ -61,7 +61,22 @@ typedef struct {
     int n_languages;
     char languages[QTTS_DESC_MAX_NAMES][QTTS_DESC_NAME_LEN];  /* lower-case, without "auto" */
     char model_id[QTTS_DESC_NAME_LEN];   /* the id /v1/models lists first */
+    bool have_voices;                    /* Base: the server has a --voices directory */
 } qtts_model_desc;
+
+/* Voice profile names: ^[a-z0-9_-]{1,64}$ (the file is NAME.voice in the
+ * server's --voices directory; the name itself is never a path). */
+#define QTTS_VOICE_NAME_MAX 64
+bool qtts_voice_name_ok(const char *s, size_t n);
+
+/* The one 404 every unusable profile name gets, whether it is missing or
+ * refused by the name rule: the body does not depend on the name, so it
+ * tells a client nothing about which files exist. param: "voice" or
+ * "voice_profile". Returns false. */
+bool qtts_voice_not_found(qtts_api_error *e, const char *param);
+
+/* Transcripts of reference audio (the engine's limit). */
+#define QTTS_MAX_REF_TEXT_BYTES (16u * 1024u)
 
 typedef struct {
     size_t max_input_chars;         /* code points of `input`/`text` (<= 4096 by default) */
@@ -95,6 +110,15 @@ typedef struct {
     bool limit_is_error;        /* true unless the client chose the frame limit itself */
     size_t input_chars;         /* code points of the text */
     bool instruct_ignored;      /* the model does not take instructions */
+    /* Voice cloning (Base models only; req.x_vector_only is set as given).
+     * At most one of ref_audio and voice_name is set; req.voice and
+     * req.ref_audio are left for the server to fill (it turns ref_audio
+     * into a qtts_voice itself, or looks voice_name up). */
+    uint8_t *ref_audio;         /* decoded base64 bytes (owned), NULL for none */
+    size_t ref_audio_len;
+    const char *ref_text;       /* the transcript of ref_audio, NULL for none */
+    char voice_name[QTTS_VOICE_NAME_MAX + 1];   /* a profile name, "" for none */
+    const char *voice_param;    /* the field voice_name came from (static) */
     void *doc_;                 /* the parsed JSON (private) */
 } qtts_speech;
 
@@ -102,15 +126,21 @@ typedef struct {
  * token count): min(max_frames, max(192, 12 x text_bytes)). */
 int qtts_frame_budget(size_t text_bytes, int max_frames);
 
-/* POST /v1/audio/speech (OpenAI). false + e on refusal. */
+/* POST /v1/audio/speech (OpenAI). On a Base model `voice` names a voice
+ * profile (lower-cased first). false + e on refusal. */
 bool qtts_parse_openai_speech(const char *body, size_t len, const qtts_model_desc *m,
                               const qtts_req_limits *lim, qtts_speech *out, qtts_api_error *e);
 
-/* POST /v1/tts (native: every engine parameter). */
+/* POST /v1/tts (native: every engine parameter, and on a Base model the
+ * cloning fields: ref_audio (strict RFC 4648 base64 of an audio file's
+ * bytes), ref_text, x_vector_only, voice_profile). */
 bool qtts_parse_native_tts(const char *body, size_t len, const qtts_model_desc *m,
                            const qtts_req_limits *lim, qtts_speech *out, qtts_api_error *e);
 
 void qtts_speech_free(qtts_speech *s);   /* NULL ok; safe on a zeroed struct */
+
+/* Frees the decoded reference audio early (once it has been encoded). */
+void qtts_speech_drop_audio(qtts_speech *s);
 
 /* The OpenAI model names accepted besides the served id. */
 extern const char *const qtts_model_aliases[];

@@ -22,6 +22,31 @@
  * Every socket is non-blocking; sends use MSG_NOSIGNAL and SIGPIPE is
  * ignored. Signal handlers only write one byte to the self-pipe.
  *
+ * Voice cloning (Base models). A request's voice is either a profile of
+ * the --voices directory or reference audio inline. Profiles are read
+ * once, by the worker when the model has loaded and before the server
+ * answers: every NAME.voice whose NAME passes the name rule and that is a
+ * regular file (fstatat AT_SYMLINK_NOFOLLOW on the directory fd opened at
+ * start), into a sorted table that requests search by name. No request
+ * field is ever used as a path, a profile added later needs a restart,
+ * and a missing name and one the rule refuses get the same 404. A profile
+ * the engine refused at load (another model's, or corrupt) is a 400 that
+ * says why; its name is the operator's, not the client's guess.
+ *
+ * Inline reference audio becomes a qtts_voice on the connection thread,
+ * before the job is submitted, so the batch worker never stalls for the
+ * speaker and codec encoders (a second or more of compute for 30 s of
+ * audio at full size) and the job reaches the worker as an ordinary
+ * profile request. The encoders only read the engine (immutable after
+ * open) and allocate their own scratch; what they share with the worker is
+ * the process-wide thread pool the codec encoder's matmuls run on, which
+ * serves one caller at a time. So the connection thread runs them with
+ * qtts_thread_set_serial (its tasks on itself: the worker keeps the whole
+ * pool for the batch, and the results are the same bits), and at most
+ * CLONE_ENCODERS requests encode at once (more wait, up to the queue
+ * timeout) so concurrent clones cannot take every core. The connection
+ * owns that voice and frees it once its job is done.
+ *
  * Shutdown: the first SIGINT/SIGTERM (or qtts_server_stop) closes the
  * listener, makes /health and new requests answer 503 "draining", wakes
  * idle keep-alive connections so they close, and waits until every
@@ -45,7 +70,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <limits.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -58,6 +87,8 @@
 #define SAMPLES_PER_FRAME 1920            /* 24 kHz / 12.5 Hz */
 #define CONN_STACK (512 * 1024)   /* the audio encoders run on it too */
 #define SSE_PIECE 49152                   /* raw bytes per SSE delta (64 KiB base64) */
+#define CLONE_ENCODERS 2                  /* reference audio encoded at once */
+#define MAX_VOICES 1024                   /* profiles read from --voices */
 
 enum { PHASE_LOADING, PHASE_READY, PHASE_DRAINING, PHASE_FAILED };
 
@@ -69,9 +100,24 @@ static const int status_codes[] = {200, 400, 401, 404, 405, 408, 411, 413, 415,
                                    417, 431, 500, 501, 503, 505};
 #define N_CODES ((int)(sizeof status_codes / sizeof status_codes[0]))
 
+/* One NAME.voice of the --voices directory. */
+typedef struct {
+    char name[QTTS_VOICE_NAME_MAX + 1];
+    qtts_voice *v;              /* NULL: the engine refused it (why) */
+    bool foreign;               /* refused as made with another model */
+    char why[256];
+} voice_entry;
+
 struct qtts_server {
     qtts_server_config cfg;
-    char *model_dir, *host, *api_key, *model_name;
+    char *model_dir, *host, *api_key, *model_name, *voices_dir;
+    int voices_fd;                   /* the --voices directory until it is read; -1 */
+    voice_entry *voices;             /* sorted by name; written once before READY */
+    int n_voices, n_usable_voices;
+    atomic_bool base_model;          /* set once before READY */
+    pthread_mutex_t enc_mu;          /* guards enc_busy (inline reference audio encodes) */
+    pthread_cond_t enc_cv;
+    int enc_busy;
     int listen_fd;
     int port;
     int pipe_rd, pipe_wr;            /* self-pipe: signals, stop, state changes */
@@ -118,6 +164,7 @@ void qtts_server_config_init(qtts_server_config *c) {
     c->queue = 16;
     c->max_connections = 256;
     c->max_body = 1u << 20;
+    c->max_clone_body = 16u << 20;
     c->max_input_chars = 4096;
     c->max_instructions_chars = 4096;
     c->max_audio_seconds = 600;
@@ -176,6 +223,85 @@ static void lower_copy(char *dst, size_t cap, const char *src) {
     dst[i] = 0;
 }
 
+static int voice_cmp(const void *a, const void *b) {
+    return strcmp(((const voice_entry *)a)->name, ((const voice_entry *)b)->name);
+}
+
+/* Reads the --voices directory into s->voices (worker thread, once, before
+ * READY; see the top of the file). */
+static void load_voices(qtts_server *s, const qtts_engine *eng) {
+    DIR *d = fdopendir(s->voices_fd);   /* takes the descriptor */
+    if (!d) {
+        logf_(s, "voices: cannot read %s: %s", s->voices_dir, strerror(errno));
+        close(s->voices_fd);
+        s->voices_fd = -1;
+        return;
+    }
+    int dfd = dirfd(d);
+    voice_entry *tab = NULL;
+    int n = 0, cap = 0, usable = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *fn = de->d_name;
+        size_t l = strlen(fn);
+        if (l <= 6 || strcmp(fn + l - 6, ".voice") != 0) continue;
+        if (!qtts_voice_name_ok(fn, l - 6)) {
+            logf_(s, "voices: skipping '%.80s': names are 1-64 of a-z, 0-9, '_' and '-'", fn);
+            continue;
+        }
+        struct stat st;
+        if (fstatat(dfd, fn, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+            logf_(s, "voices: skipping '%s': not a regular file", fn);
+            continue;
+        }
+        if (n == MAX_VOICES) {
+            logf_(s, "voices: more than %d profiles; the rest are not loaded", MAX_VOICES);
+            break;
+        }
+        if (n == cap) {
+            int nc = cap ? 2 * cap : 16;
+            voice_entry *t = qtts_realloc(tab, sizeof *t * (size_t)nc);
+            if (!t) {
+                logf_(s, "voices: out of memory; the rest are not loaded");
+                break;
+            }
+            tab = t;
+            cap = nc;
+        }
+        voice_entry *ve = &tab[n++];
+        memset(ve, 0, sizeof *ve);
+        memcpy(ve->name, fn, l - 6);
+        char path[PATH_MAX];
+        qtts_error err;
+        int pl = snprintf(path, sizeof path, "%s/%s", s->voices_dir, fn);
+        if (pl < 0 || (size_t)pl >= sizeof path) {
+            snprintf(ve->why, sizeof ve->why, "the profile's path is too long");
+        } else if (qtts_voice_load(eng, path, &ve->v, &err)) {
+            /* The engine's message names the file: the client gets the rest. */
+            const char *m = err.msg;
+            if (strncmp(m, path, (size_t)pl) == 0 && m[pl] == ':' && m[pl + 1] == ' ') m += pl + 2;
+            ve->foreign = err.status == QTTS_ERR_INVALID;
+            qtts_echo(ve->why, sizeof ve->why, m, strlen(m), 240);
+        }
+        if (ve->v) usable++;
+        else logf_(s, "voices: %s refused: %s", ve->name, ve->why);
+    }
+    closedir(d);
+    s->voices_fd = -1;
+    if (n) qsort(tab, (size_t)n, sizeof *tab, voice_cmp);
+    s->voices = tab;
+    s->n_voices = n;
+    s->n_usable_voices = usable;
+    logf_(s, "voices: %d profile(s) from %s", usable, s->voices_dir);
+}
+
+static const voice_entry *find_voice(const qtts_server *s, const char *name) {
+    if (!s->n_voices) return NULL;
+    voice_entry key;
+    snprintf(key.name, sizeof key.name, "%s", name);
+    return bsearch(&key, s->voices, (size_t)s->n_voices, sizeof key, voice_cmp);
+}
+
 static void on_sched_state(void *user, qtts_sched *sched) {
     qtts_server *s = user;
     qtts_error e;
@@ -193,6 +319,13 @@ static void on_sched_state(void *user, qtts_sched *sched) {
         for (int i = 0; i < d->n_languages; i++)
             lower_copy(d->languages[i], QTTS_DESC_NAME_LEN, qtts_engine_language(eng, i));
         snprintf(d->model_id, sizeof d->model_id, "%s", s->model_name);
+        if (info.kind == QTTS_KIND_BASE && s->voices_fd >= 0) {
+            d->have_voices = true;
+            load_voices(s, eng);
+        } else if (s->voices_fd >= 0) {
+            logf_(s, "--voices %s is not used: voice profiles are for Base models", s->voices_dir);
+        }
+        atomic_store(&s->base_model, info.kind == QTTS_KIND_BASE);
         int expect = PHASE_LOADING;
         atomic_compare_exchange_strong(&s->phase, &expect, PHASE_READY);
     } else {
@@ -372,14 +505,15 @@ static bool get_health(conn *c, bool keep_alive) {
                      "{\"status\":\"%s\",\"model_loaded\":%s,"
                      "\"queue\":{\"waiting\":%d,\"active\":%d},"
                      "\"limits\":{\"batch_size\":%d,\"queue_length\":%d,\"max_connections\":%d,"
-                     "\"max_body_bytes\":%zu,\"max_input_chars\":%zu,"
+                     "\"max_body_bytes\":%zu,\"max_clone_body_bytes\":%zu,\"max_input_chars\":%zu,"
                      "\"max_instructions_chars\":%zu,\"max_audio_seconds\":%g,\"max_frames\":%d,"
                      "\"queue_timeout_s\":%g,\"header_timeout_s\":%g,\"body_timeout_s\":%g,"
                      "\"idle_timeout_s\":%g,\"write_timeout_s\":%g,\"drain_timeout_s\":%g,"
                      "\"stream_chunk_frames\":%d}}",
                      phase_name(ph), ph == PHASE_READY || ph == PHASE_DRAINING ? "true" : "false",
                      st.waiting, st.active, st.batch, st.queue_cap,
-                     s->cfg.max_connections, s->cfg.max_body, s->limits.max_input_chars,
+                     s->cfg.max_connections, s->cfg.max_body,
+                     QTTS_MAX(s->cfg.max_body, s->cfg.max_clone_body), s->limits.max_input_chars,
                      s->limits.max_instructions_chars, s->cfg.max_audio_seconds,
                      s->limits.max_frames, s->cfg.queue_timeout_s, s->cfg.header_timeout_s,
                      s->cfg.body_timeout_s, s->cfg.idle_timeout_s, s->cfg.write_timeout_s,
@@ -506,18 +640,40 @@ static bool get_models(conn *c, bool keep_alive) {
 static bool get_voices(conn *c, bool keep_alive) {
     qtts_server *s = c->srv;
     if (not_ready(c, EP_VOICES, keep_alive)) return keep_alive;
-    char body[8192];
-    tbuf b = {body, 0, sizeof body};
+    /* Profiles: a name, a mode and a language name (ours, or the file's,
+     * valid UTF-8 of < 64 bytes, escaped) each. */
+    size_t cap = 8192 + (size_t)s->n_voices * 512;
+    char *body = qtts_malloc(cap);
+    if (!body) return fail(c, EP_VOICES, false, 503, "server_error", NULL, "out_of_memory", "out of memory");
+    tbuf b = {body, 0, cap};
     const qtts_model_desc *d = &s->desc;
     tb(&b, "{\"object\":\"list\",\"model_kind\":\"%s\",\"data\":[", kind_name(d->kind));
     if (d->kind == QTTS_KIND_VOICE_DESIGN)
         tb(&b, "{\"id\":\"default\",\"object\":\"voice\",\"type\":\"designed\"}");
     for (int i = 0; i < d->n_speakers; i++)
         tb(&b, "%s{\"id\":\"%s\",\"object\":\"voice\",\"type\":\"preset\"}", i ? "," : "", d->speakers[i]);
+    bool first = true;
+    for (int i = 0; d->kind == QTTS_KIND_BASE && i < s->n_voices; i++) {
+        const voice_entry *ve = &s->voices[i];
+        if (!ve->v) continue;
+        qtts_voice_info vi;
+        qtts_voice_get_info(ve->v, &vi);
+        char lang[6 * 64 + 8] = "null";
+        if (vi.language) qtts_json_escape(lang, sizeof lang, vi.language, strlen(vi.language));
+        tb(&b, "%s{\"id\":\"%s\",\"object\":\"voice\",\"type\":\"profile\",\"mode\":\"%s\","
+               "\"language\":%s}",
+           first ? "" : ",", ve->name, vi.in_context ? "in_context" : "x_vector", lang);
+        first = false;
+    }
     tb(&b, "],\"languages\":[\"auto\"");
     for (int i = 0; i < d->n_languages; i++) tb(&b, ",\"%s\"", d->languages[i]);
-    tb(&b, "],\"instructions\":%s}", d->kind == QTTS_KIND_VOICE_DESIGN || d->honours_instruct ? "true" : "false");
-    return send_response(c, EP_VOICES, 200, "application/json", body, b.n, keep_alive, NULL);
+    tb(&b, "],\"instructions\":%s", d->kind == QTTS_KIND_VOICE_DESIGN || d->honours_instruct ? "true" : "false");
+    if (d->kind == QTTS_KIND_BASE)
+        tb(&b, ",\"cloning\":{\"ref_audio\":true,\"voice_profiles\":%s}", d->have_voices ? "true" : "false");
+    tb(&b, "}");
+    bool ok = send_response(c, EP_VOICES, 200, "application/json", body, b.n, keep_alive, NULL);
+    qtts_free(body);
+    return ok;
 }
 
 /* ==== synthesis responses ===================================================================== */
@@ -842,6 +998,79 @@ static bool read_body(conn *c, char *body, size_t need, size_t have, double dead
     return true;
 }
 
+/* Waits for one of the CLONE_ENCODERS encoding slots, up to the queue
+ * timeout. */
+static bool enc_acquire(qtts_server *s) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    double t = (double)until.tv_sec + until.tv_nsec * 1e-9 + s->cfg.queue_timeout_s;
+    until.tv_sec = (time_t)t;
+    until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+    if (until.tv_nsec >= 1000000000L) until.tv_nsec = 999999999L;
+    pthread_mutex_lock(&s->enc_mu);
+    int rc = 0;
+    while (s->enc_busy >= CLONE_ENCODERS && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&s->enc_cv, &s->enc_mu, &until);
+    bool ok = s->enc_busy < CLONE_ENCODERS;
+    if (ok) s->enc_busy++;
+    pthread_mutex_unlock(&s->enc_mu);
+    return ok;
+}
+
+static void enc_release(qtts_server *s) {
+    pthread_mutex_lock(&s->enc_mu);
+    s->enc_busy--;
+    pthread_cond_signal(&s->enc_cv);
+    pthread_mutex_unlock(&s->enc_mu);
+}
+
+/* Sets sp->req.voice from the profile sp names, or to a voice encoded
+ * from sp's reference audio (*own, which the caller frees once the job is
+ * done). false + e on refusal. */
+static bool resolve_voice(qtts_server *s, qtts_speech *sp, qtts_voice **own, qtts_api_error *e) {
+    *own = NULL;
+    if (sp->voice_name[0]) {
+        const voice_entry *ve = find_voice(s, sp->voice_name);
+        if (!ve) return qtts_voice_not_found(e, sp->voice_param);
+        if (!ve->v) {
+            char why[256];
+            qtts_echo(why, sizeof why, ve->why, strlen(ve->why), 200);
+            return qtts_api_fail(e, 400, "invalid_request_error", sp->voice_param,
+                                 ve->foreign ? "voice_profile_incompatible" : "voice_profile_unusable",
+                                 "voice profile '%s' cannot be used with this model: %s",
+                                 ve->name, why);
+        }
+        sp->req.voice = ve->v;
+        return true;
+    }
+    if (!enc_acquire(s)) {
+        count(&s->queue_timeouts);
+        return qtts_api_fail(e, 503, "server_error", NULL, "queue_timeout",
+                             "too many reference recordings are being encoded; retry later");
+    }
+    qtts_error err;
+    qtts_thread_set_serial(true);
+    qtts_status st = qtts_voice_create(qtts_sched_engine(s->sched), sp->ref_audio, sp->ref_audio_len,
+                                       sp->ref_text, sp->req.x_vector_only, NULL, own, &err);
+    qtts_thread_set_serial(false);
+    enc_release(s);
+    qtts_speech_drop_audio(sp);
+    if (st == QTTS_OK) {
+        sp->req.voice = *own;
+        return true;
+    }
+    char msg[400];
+    qtts_echo(msg, sizeof msg, err.msg, strlen(err.msg), 380);
+    if (st == QTTS_ERR_NOMEM) {
+        count(&s->err_oom);
+        return qtts_api_fail(e, 503, "server_error", NULL, "out_of_memory", "%s", msg);
+    }
+    /* The audio reader's messages name the rule that failed. */
+    return qtts_api_fail(e, 400, "invalid_request_error", "ref_audio",
+                         st == QTTS_ERR_UNSUPPORTED ? "unsupported_audio" : "invalid_audio",
+                         "'ref_audio': %s", msg);
+}
+
 static bool post_speech(conn *c, const http_request *hr, size_t head_len, int ep) {
     qtts_server *s = c->srv;
     bool keep_alive = hr->keep_alive;
@@ -852,9 +1081,15 @@ static bool post_speech(conn *c, const http_request *hr, size_t head_len, int ep
              "a request body with Content-Length is required");
         return false;
     }
-    if ((uint64_t)cl > s->cfg.max_body) {
+    /* A Base model's /v1/tts body may carry base64 reference audio. While
+     * the model loads the kind is unknown: the larger limit lets such a
+     * request reach the 503 below rather than a misleading 413. */
+    size_t limit = s->cfg.max_body;
+    if (ep == EP_TTS && (atomic_load(&s->base_model) || atomic_load(&s->phase) == PHASE_LOADING))
+        limit = QTTS_MAX(limit, s->cfg.max_clone_body);
+    if ((uint64_t)cl > limit) {
         char msg[128];
-        snprintf(msg, sizeof msg, "the request body is over the limit of %zu bytes", s->cfg.max_body);
+        snprintf(msg, sizeof msg, "the request body is over the limit of %zu bytes", limit);
         fail(c, ep, false, 413, type, NULL, "body_too_large", msg);
         return false;
     }
@@ -893,10 +1128,20 @@ static bool post_speech(conn *c, const http_request *hr, size_t head_len, int ep
     qtts_free(body);
     if (!ok) return send_error(c, ep, &e, keep_alive) && keep_alive;
     if (sp.stream != QTTS_STREAM_NONE && hr->minor_version == 0) keep_alive = false;
+    /* The voice: a profile of the table, or one encoded from the inline
+     * reference audio that this connection owns until its job is done. */
+    qtts_voice *own_voice = NULL;
+    if (sp.voice_name[0] || sp.ref_audio) {
+        if (!resolve_voice(s, &sp, &own_voice, &e)) {
+            qtts_speech_free(&sp);
+            return send_error(c, ep, &e, keep_alive) && keep_alive;
+        }
+    }
 
     qtts_job *j = qtts_malloc(sizeof *j);
     if (!j || !qtts_job_init(j)) {
         qtts_free(j);
+        qtts_voice_free(own_voice);
         qtts_speech_free(&sp);
         fail(c, ep, false, 503, "server_error", NULL, "out_of_resources",
              "cannot create a request (out of memory or descriptors)");
@@ -909,6 +1154,7 @@ static bool post_speech(conn *c, const http_request *hr, size_t head_len, int ep
     if (sr != QTTS_SUBMIT_OK) {
         qtts_job_destroy(j);
         qtts_free(j);
+        qtts_voice_free(own_voice);
         qtts_speech_free(&sp);
         if (sr == QTTS_SUBMIT_FULL) {
             count(&s->queue_full);
@@ -925,6 +1171,7 @@ static bool post_speech(conn *c, const http_request *hr, size_t head_len, int ep
     int frames = j->frames;
     qtts_job_destroy(j);
     qtts_free(j);
+    qtts_voice_free(own_voice);   /* the job is done: the worker no longer reads it */
     logf_(s, "%s %d frames %.2f s%s", ep == EP_SPEECH ? "/v1/audio/speech" : "/v1/tts", frames,
           qtts_now() - t0, c->broken ? " (client gone)" : "");
     qtts_speech_free(&sp);
@@ -1224,6 +1471,12 @@ static void server_release(qtts_server *s) {
         if (fds[i] >= 0) close(fds[i]);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->enc_cv);
+    pthread_mutex_destroy(&s->enc_mu);
+    if (s->voices_fd >= 0) close(s->voices_fd);
+    for (int i = 0; i < s->n_voices; i++) qtts_voice_free(s->voices[i].v);
+    qtts_free(s->voices);
+    qtts_free(s->voices_dir);
     qtts_free(s->model_dir);
     qtts_free(s->host);
     qtts_free(s->api_key);
@@ -1242,6 +1495,10 @@ qtts_status qtts_server_start(const qtts_server_config *cfg, qtts_server **out, 
         return qtts_fail(err, QTTS_ERR_INVALID, "max connections must be in [1, 65536]");
     if (c->max_body < 64 || c->max_body > (64u << 20))
         return qtts_fail(err, QTTS_ERR_INVALID, "max body must be in [64 B, 64 MiB]");
+    if (c->max_clone_body < 64 || c->max_clone_body > (64u << 20))
+        return qtts_fail(err, QTTS_ERR_INVALID, "max clone body must be in [64 B, 64 MiB]");
+    if (c->voices_dir && (!*c->voices_dir || strlen(c->voices_dir) > 3000))
+        return qtts_fail(err, QTTS_ERR_INVALID, "the voices directory name must be 1-3000 bytes");
     if (c->max_input_chars < 1 || c->max_input_chars > 65536 || c->max_instructions_chars > 65536)
         return qtts_fail(err, QTTS_ERR_INVALID, "text limits must be in [1, 65536] characters");
     if (!(c->max_audio_seconds >= 1 && c->max_audio_seconds <= 7200))
@@ -1261,17 +1518,35 @@ qtts_status qtts_server_start(const qtts_server_config *cfg, qtts_server **out, 
     qtts_server *s = qtts_calloc(1, sizeof *s);
     if (!s) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
     s->cfg = *c;
-    s->listen_fd = s->pipe_rd = s->pipe_wr = s->stop_rd = s->stop_wr = -1;
+    s->listen_fd = s->pipe_rd = s->pipe_wr = s->stop_rd = s->stop_wr = s->voices_fd = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_mutex_init(&s->enc_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->enc_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_init(&s->base_model, false);
     atomic_init(&s->phase, PHASE_LOADING);
     s->model_dir = qtts_strdup(c->model_dir);
     s->host = qtts_strdup(c->host ? c->host : "127.0.0.1");
     s->model_name = qtts_strdup(mn);
     s->api_key = c->api_key ? qtts_strdup(c->api_key) : NULL;
+    s->voices_dir = c->voices_dir ? qtts_strdup(c->voices_dir) : NULL;
     qtts_status st;
-    if (!s->model_dir || !s->host || !s->model_name || (c->api_key && !s->api_key)) {
+    if (!s->model_dir || !s->host || !s->model_name || (c->api_key && !s->api_key) ||
+        (c->voices_dir && !s->voices_dir)) {
         st = qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    s->cfg.voices_dir = s->voices_dir;
+    /* Opened now so that a wrong --voices fails at start; read once the
+     * model is loaded (profiles need it). */
+    if (s->voices_dir &&
+        (s->voices_fd = open(s->voices_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        st = qtts_fail(err, QTTS_ERR_IO, "--voices %.3000s: cannot open the directory: %s",
+                       s->voices_dir, strerror(errno));
         goto fail;
     }
     s->cfg.model_dir = s->model_dir;

@@ -14,6 +14,8 @@
  *
  * Endpoints: POST /v1/audio/speech (OpenAI), POST /v1/tts (native), GET
  * /v1/models, /v1/audio/voices, /health (public), /metrics (Prometheus).
+ * On a Base model, /v1/tts clones from inline reference audio or a voice
+ * profile of voices_dir, and the OpenAI `voice` names a profile.
  * Layering: this code sees the public API (qwen3_tts.h) and base/ only;
  * the engine and its sessions belong to the scheduler's worker thread.
  * Library rules hold: nothing here prints (lines go to cfg.log) or exits.
@@ -37,6 +39,10 @@ typedef struct {
     int queue;                      /* Q: requests waiting for a slot (default 16) */
     int max_connections;            /* open connections (default 256); more -> 503 */
     size_t max_body;                /* request body bytes (default 1 MiB) */
+    size_t max_clone_body;          /* POST /v1/tts body bytes on a Base model, which may carry
+                                       base64 reference audio (default 16 MiB; at least max_body) */
+    const char *voices_dir;         /* Base models: a directory of NAME.voice profiles, loaded
+                                       once the model is; NULL: none */
     size_t max_input_chars;         /* cap on `input`, before the frame-derived limit (4096) */
     size_t max_instructions_chars;  /* default 4096 */
     double max_audio_seconds;       /* per-request audio cap (default 600 s = 7500 frames) */

@@ -6,12 +6,16 @@
  *
  *     make fuzz-json FUZZ_TIME=60
  *
- * The first byte picks the endpoint and the model kind; the rest is the
- * body. It traps when an accepted request breaks what the scheduler relies
- * on (text present, within the limits, valid UTF-8; a frame budget in
- * range; speaker and language among the model's names) or when a refusal
- * is not a well-formed OpenAI error (4xx/503, valid UTF-8 message, JSON
- * that parses back).
+ * The first byte picks the endpoint, the model kind and whether the
+ * server has voice profiles; the rest is the body. It traps when an
+ * accepted request breaks what the scheduler relies on (text present,
+ * within the limits, valid UTF-8; a frame budget in range; speaker and
+ * language among the model's names; on a Base model exactly one voice
+ * source: reference audio whose bytes re-encode to the very base64 string
+ * sent, or a profile name that passes the name rule; no cloning field
+ * anywhere else) or when a refusal is not a well-formed OpenAI error
+ * (400/404/503, 404 only as the one voice_not_found body, valid UTF-8
+ * message, JSON that parses back).
  *
  * Seeds: tests/fuzz/corpus/json_request.
  */
@@ -38,6 +42,26 @@ static bool among(const char *s, const char (*names)[QTTS_DESC_NAME_LEN], int n)
     return false;
 }
 
+/* The body's ref_audio re-encoded from the decoded bytes is the string sent. */
+static bool b64_roundtrip(const char *body, size_t len, const uint8_t *p, size_t n) {
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    qtts_json_limits lim = {.max_depth = 16, .max_keys = 64, .max_items = 64, .max_number_len = 40,
+                            .max_string_len = len + 1};
+    qtts_err jerr;
+    qtts_json *doc = qtts_json_parse(body, len, &lim, "body", &jerr);
+    const qtts_json *v = doc ? qtts_json_get(doc, "ref_audio") : NULL;
+    bool ok = v && v->type == QTTS_JSON_STRING && v->str_len == (n + 2) / 3 * 4;
+    for (size_t i = 0, o = 0; ok && i < n; i += 3, o += 4) {
+        uint32_t x = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        char q[4] = {t[x >> 18], t[(x >> 12) & 63], i + 1 < n ? t[(x >> 6) & 63] : '=',
+                     i + 2 < n ? t[x & 63] : '='};
+        ok = memcmp(v->str + o, q, 4) == 0;
+    }
+    qtts_json_free(doc);
+    return ok;
+}
+
 static size_t code_points(const char *s) {
     size_t c = 0;
     for (; *s; s++) c += ((unsigned char)*s & 0xC0) != 0x80;
@@ -50,6 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&d, 0, sizeof d);
     d.kind = (qtts_model_kind)((data[0] >> 1) % 3);
     d.honours_instruct = data[0] & 8;
+    d.have_voices = data[0] & 32;
     if (d.kind == QTTS_KIND_CUSTOM_VOICE) {
         d.n_speakers = 3;
         strcpy(d.speakers[0], "vivian");
@@ -78,14 +103,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (q->speaker && !among(q->speaker, d.speakers, d.n_speakers)) __builtin_trap();
         if (q->language && !among(q->language, d.languages, d.n_languages)) __builtin_trap();
         if (d.kind == QTTS_KIND_CUSTOM_VOICE && !q->speaker) __builtin_trap();
-        if (d.kind == QTTS_KIND_BASE) __builtin_trap();
+        if (q->voice || q->ref_audio) __builtin_trap();   /* the server's to fill */
+        if (d.kind == QTTS_KIND_BASE) {
+            if (q->speaker || !sp.ref_audio == !sp.voice_name[0]) __builtin_trap();
+            if (sp.voice_name[0] && (!d.have_voices || !sp.voice_param ||
+                                     !qtts_voice_name_ok(sp.voice_name, strlen(sp.voice_name))))
+                __builtin_trap();
+            if (sp.ref_audio && !b64_roundtrip(body, len, sp.ref_audio, sp.ref_audio_len)) __builtin_trap();
+            if (sp.ref_text && (!sp.ref_audio || !sp.ref_text[0] ||
+                                strlen(sp.ref_text) > QTTS_MAX_REF_TEXT_BYTES ||
+                                !qtts_utf8_valid(sp.ref_text, strlen(sp.ref_text), NULL)))
+                __builtin_trap();
+        } else if (sp.ref_audio || sp.ref_text || sp.voice_name[0] || q->x_vector_only) {
+            __builtin_trap();
+        }
         if (q->instruct && code_points(q->instruct) > lim.max_instructions_chars) __builtin_trap();
         if (q->temperature == 0 || q->subtalker_temperature == 0 || q->repetition_penalty == 0) __builtin_trap();
         if (q->top_p == 0 || q->top_p > 1 || q->subtalker_top_p == 0 || q->subtalker_top_p > 1) __builtin_trap();
         if (!lim.have_encoders && sp.format != QTTS_FMT_WAV && sp.format != QTTS_FMT_PCM) __builtin_trap();
         qtts_speech_free(&sp);
     } else {
-        if (!(e.status == 400 || e.status == 503) || !e.type || !e.message[0]) __builtin_trap();
+        if (!(e.status == 400 || e.status == 404 || e.status == 503) || !e.type || !e.message[0]) __builtin_trap();
+        if (e.status == 404) {
+            qtts_api_error nf;
+            qtts_voice_not_found(&nf, e.param);
+            if (d.kind != QTTS_KIND_BASE || !d.have_voices || strcmp(e.message, nf.message) ||
+                strcmp(e.code, "voice_not_found"))
+                __builtin_trap();
+        }
         if (!qtts_utf8_valid(e.message, strlen(e.message), NULL)) __builtin_trap();
         if (!qtts_utf8_valid(e.param, strlen(e.param), NULL)) __builtin_trap();
         char js[4096];

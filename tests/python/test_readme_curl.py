@@ -4,9 +4,10 @@
     python3 tests/python/test_readme_curl.py [--bin build/qwen3-tts]
 
 Takes every `curl` command of the README's "## Server" section (with its
-continuation lines), serves the tiny CustomVoice model, points the commands
-at its port instead of 8080, runs each with bash in a scratch directory and
-checks what it produced. Skips (exit 0) when curl is not installed. Prints
+continuation lines), serves the tiny CustomVoice model (the cloning commands,
+those with `ref_audio`, the tiny Base model with a reference recording as
+me.wav), points the commands at its port instead of 8080, runs each with bash
+in a scratch directory and checks what it produced. Skips (exit 0) when curl is not installed. Prints
 "test_readme_curl: N passed, N failed".
 """
 import argparse
@@ -22,6 +23,8 @@ from serverproc import ServerProcess  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, "tests", "fixtures", "models", "cv06")
+BASE_MODEL = os.path.join(ROOT, "tests", "fixtures", "models", "base06")
+REF_WAV = os.path.join(ROOT, "tests", "fixtures", "audio", "ref_24k_mono.wav")
 
 
 def readme_curls():
@@ -53,9 +56,12 @@ def main():
         return 0
     cmds = readme_curls()
     passed = failed = 0
-    with ServerProcess(a.bin, MODEL) as srv, tempfile.TemporaryDirectory() as tmp:
+    with ServerProcess(a.bin, MODEL) as srv, ServerProcess(a.bin, BASE_MODEL) as base, \
+            tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(REF_WAV, os.path.join(tmp, "me.wav"))
         for cmd in cmds:
-            run = cmd.replace("localhost:8080", "127.0.0.1:%d" % srv.port)
+            port = base.port if "ref_audio" in cmd else srv.port
+            run = cmd.replace("localhost:8080", "127.0.0.1:%d" % port)
             p = subprocess.run(["bash", "-c", run], cwd=tmp, capture_output=True, timeout=300)
             out = p.stdout
             ok = p.returncode == 0
@@ -67,7 +73,7 @@ def main():
                     ok = data[:4] == b"RIFF" and len(data) > 44
                 else:
                     ok = len(data) > 0
-                why = "%s: %d bytes" % (m.group(1), len(data))
+                why = "%s: %d bytes%s" % (m.group(1), len(data), "" if ok else ": %r" % data[:200])
             elif ok and "/health" in cmd:
                 ok = b'"status":"ok"' in out
                 why = out[:80]
@@ -81,7 +87,7 @@ def main():
             print("%s %s (%s)" % ("ok" if ok else "not ok", first, why), file=sys.stderr)
             passed += ok
             failed += not ok
-        failed += len(cmds) < 6
+        failed += len(cmds) < 8
     print("test_readme_curl: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

@@ -230,12 +230,17 @@ static void test_native_fields(void) {
     EXPECT_ERR(r, 400, "text_mode", "invalid_value");
     r = nat("{\"text\":\"x\"}");
     EXPECT_ERR(r, 400, "speaker", "missing_parameter");
-    /* the cloning seam */
-    r = nat("{\"text\":\"x\",\"ref_audio\":\"UklGRg==\",\"ref_text\":\"hi\"}");
+    /* cloning fields need a Base model */
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"ref_audio\":\"UklGRg==\",\"ref_text\":\"hi\"}");
     EXPECT_ERR(r, 400, "ref_audio", "unsupported_feature");
-    r = nat("{\"text\":\"x\",\"voice_profile\":\"../../etc/passwd\"}");
+    CHECK(strstr(r.e.message, "Base") && strstr(r.e.message, "CustomVoice"), "%s", r.e.message);
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"voice_profile\":\"../../etc/passwd\"}");
     EXPECT_ERR(r, 400, "voice_profile", "unsupported_feature");
     CHECK(!strstr(r.e.message, "passwd"), "the value is not echoed");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"x_vector_only\":false}");
+    EXPECT_ERR(r, 400, "x_vector_only", "unsupported_feature");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"ref_text\":\"hi\"}");
+    EXPECT_ERR(r, 400, "ref_text", "unsupported_feature");
 }
 
 static void test_other_model_kinds(void) {
@@ -253,10 +258,11 @@ static void test_other_model_kinds(void) {
     CHECK(!qtts_parse_openai_speech(b, strlen(b), &d, &l, &sp, &e) && e.status == 400 &&
               strcmp(e.param, "voice") == 0,
           "VoiceDesign has no preset voices");
-    d.kind = QTTS_KIND_BASE;
-    CHECK(!qtts_parse_openai_speech(b, strlen(b), &d, &l, &sp, &e) && e.status == 400 &&
-              strcmp(e.code, "unsupported_model") == 0,
-          "Base: cloning not supported yet");
+    b = "{\"text\":\"x\",\"ref_audio\":\"UklGRg==\"}";
+    CHECK(!qtts_parse_native_tts(b, strlen(b), &d, &l, &sp, &e) && e.status == 400 &&
+              strcmp(e.param, "ref_audio") == 0 && strcmp(e.code, "unsupported_feature") == 0 &&
+              strstr(e.message, "VoiceDesign"),
+          "VoiceDesign: no cloning fields: %s", e.message);
     /* encoders missing: flac is refused */
     d = cv_desc();
     l.have_encoders = false;
@@ -264,6 +270,174 @@ static void test_other_model_kinds(void) {
     CHECK(!qtts_parse_openai_speech(b, strlen(b), &d, &l, &sp, &e) && strcmp(e.code, "unsupported_response_format") == 0 &&
               strstr(e.message, "wav, pcm"),
           "no encoders: %s", e.message);
+}
+
+static qtts_model_desc base_desc(bool voices) {
+    qtts_model_desc d = cv_desc();
+    d.kind = QTTS_KIND_BASE;
+    d.n_speakers = 0;
+    d.have_voices = voices;
+    return d;
+}
+
+static res base_nat(const char *body, bool voices) {
+    res r;
+    memset(&r, 0, sizeof r);
+    qtts_model_desc d = base_desc(voices);
+    qtts_req_limits l = lims();
+    r.ok = qtts_parse_native_tts(body, strlen(body), &d, &l, &r.sp, &r.e);
+    return r;
+}
+
+static res base_oa(const char *body, bool voices) {
+    res r;
+    memset(&r, 0, sizeof r);
+    qtts_model_desc d = base_desc(voices);
+    qtts_req_limits l = lims();
+    r.ok = qtts_parse_openai_speech(body, strlen(body), &d, &l, &r.sp, &r.e);
+    return r;
+}
+
+static void test_clone_fields(void) {
+    /* inline audio: strict base64, decoded; ref_text; x_vector_only */
+    res r = base_nat("{\"text\":\"Hi\",\"ref_audio\":\"UklGRg==\",\"ref_text\":\"the words\","
+                     "\"x_vector_only\":true,\"language\":\"english\"}", false);
+    REQUIRE(r.ok, "%s", r.e.message);
+    CHECK(r.sp.ref_audio_len == 4 && memcmp(r.sp.ref_audio, "RIFF", 4) == 0,
+          "decoded %zu bytes", r.sp.ref_audio_len);
+    CHECK(strcmp(r.sp.ref_text, "the words") == 0 && r.sp.req.x_vector_only, "ref_text, x_vector_only");
+    CHECK(!r.sp.req.ref_audio && !r.sp.req.voice && !r.sp.voice_name[0], "the server fills the voice");
+    qtts_speech_free(&r.sp);
+    CHECK(!r.sp.ref_audio, "freed");
+    static const struct { const char *b64; size_t n; const char *bytes; } ok_cases[] = {
+        {"QQ==", 1, "A"}, {"QUI=", 2, "AB"}, {"QUJD", 3, "ABC"}, {"AAAA", 3, "\0\0\0"},
+        {"+/+/", 3, "\xfb\xff\xbf"}, {"QUJDRA==", 4, "ABCD"}, {"QU\\/C", 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof ok_cases / sizeof ok_cases[0]; i++) {
+        char body[128];
+        snprintf(body, sizeof body, "{\"text\":\"Hi\",\"ref_audio\":\"%s\"}", ok_cases[i].b64);
+        r = base_nat(body, false);
+        if (ok_cases[i].bytes) {
+            CHECK(r.ok && r.sp.ref_audio_len == ok_cases[i].n &&
+                      memcmp(r.sp.ref_audio, ok_cases[i].bytes, ok_cases[i].n) == 0,
+                  "'%s': %s", ok_cases[i].b64, r.e.message);
+        } else {
+            /* JSON's escaped slash is a slash: "QU/C" (canonical) */
+            CHECK(r.ok && r.sp.ref_audio_len == 3, "'%s': %s", ok_cases[i].b64, r.e.message);
+        }
+        qtts_speech_free(&r.sp);
+    }
+    static const char *const bad_b64[] = {
+        "Q", "QQ", "QQ=", "QQ===", "====", "Q===", "QQ=A", "=QQQ", "QR==", "QUJ=x===", "QUK=",
+        "QU JD", "QUJD\\n", " QUJD", "QUJD ", "QU-_", "QUJD\\u00e9AAA", "data:audio/wav;base64,QUJD",
+        "QUJD====", "QQ==QQ==",
+    };
+    for (size_t i = 0; i < sizeof bad_b64 / sizeof bad_b64[0]; i++) {
+        char body[160];
+        snprintf(body, sizeof body, "{\"text\":\"Hi\",\"ref_audio\":\"%s\"}", bad_b64[i]);
+        r = base_nat(body, false);
+        EXPECT_ERR(r, 400, "ref_audio", "invalid_base64");
+    }
+    r = base_nat("{\"text\":\"Hi\",\"ref_audio\":\"\"}", false);
+    EXPECT_ERR(r, 400, "ref_audio", "invalid_value");
+    r = base_nat("{\"text\":\"Hi\",\"ref_audio\":[\"QQ==\"]}", false);
+    EXPECT_ERR(r, 400, "ref_audio", "invalid_type");
+
+    /* ref_text */
+    r = base_nat("{\"text\":\"Hi\",\"ref_audio\":\"QQ==\",\"ref_text\":\"\"}", false);
+    EXPECT_ERR(r, 400, "ref_text", "invalid_value");
+    r = base_nat("{\"text\":\"Hi\",\"ref_audio\":\"QQ==\",\"ref_text\":\"a\\u0000b\"}", false);
+    CHECK(!r.ok && r.e.status == 400, "NUL in ref_text");
+    qtts_speech_free(&r.sp);
+    {
+        size_t n = QTTS_MAX_REF_TEXT_BYTES + 1;
+        char *body = malloc(n + 128);
+        int k = snprintf(body, 128, "{\"text\":\"Hi\",\"ref_audio\":\"QQ==\",\"ref_text\":\"");
+        memset(body + k, 'a', n);
+        strcpy(body + k + n, "\"}");
+        r = base_nat(body, false);
+        EXPECT_ERR(r, 400, "ref_text", "string_above_max_length");
+        free(body);
+    }
+
+    /* combinations */
+    r = base_nat("{\"text\":\"Hi\",\"ref_audio\":\"QQ==\",\"voice_profile\":\"alice\"}", true);
+    EXPECT_ERR(r, 400, "voice_profile", "conflicting_parameters");
+    r = base_nat("{\"text\":\"Hi\",\"ref_text\":\"words\"}", true);
+    EXPECT_ERR(r, 400, "ref_text", "conflicting_parameters");
+    r = base_nat("{\"text\":\"Hi\",\"ref_text\":\"words\",\"voice_profile\":\"alice\"}", true);
+    EXPECT_ERR(r, 400, "ref_text", "conflicting_parameters");
+    r = base_nat("{\"text\":\"Hi\",\"speaker\":\"vivian\",\"ref_audio\":\"QQ==\"}", true);
+    EXPECT_ERR(r, 400, "speaker", "unsupported_feature");
+    r = base_nat("{\"text\":\"Hi\"}", true);
+    EXPECT_ERR(r, 400, "ref_audio", "missing_parameter");
+    CHECK(strstr(r.e.message, "voice_profile") != NULL, "%s", r.e.message);
+    r = base_nat("{\"text\":\"Hi\"}", false);
+    EXPECT_ERR(r, 400, "ref_audio", "missing_parameter");
+    CHECK(strstr(r.e.message, "--voices") != NULL, "%s", r.e.message);
+    r = base_nat("{\"text\":\"Hi\",\"x_vector_only\":1,\"ref_audio\":\"QQ==\"}", false);
+    EXPECT_ERR(r, 400, "x_vector_only", "invalid_type");
+
+    /* profiles: the name rule, one identical 404 for every refused name */
+    r = base_nat("{\"text\":\"Hi\",\"voice_profile\":\"my_voice-2\",\"x_vector_only\":true}", true);
+    REQUIRE(r.ok, "%s", r.e.message);
+    CHECK(strcmp(r.sp.voice_name, "my_voice-2") == 0 && strcmp(r.sp.voice_param, "voice_profile") == 0 &&
+              r.sp.req.x_vector_only && !r.sp.ref_audio,
+          "profile name");
+    qtts_speech_free(&r.sp);
+    r = base_nat("{\"text\":\"Hi\",\"voice_profile\":\"alice\"}", false);
+    EXPECT_ERR(r, 400, "voice_profile", "no_voice_profiles");
+    qtts_api_error nf;
+    qtts_voice_not_found(&nf, "voice_profile");
+    static const char *const bad_names[] = {
+        "", "../alice", "..", ".", "/etc/passwd", "Alice", "ALICE", "al ice", "alice.voice", "al\\\\ice",
+        "\\u00e9", "a\\tb", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    };
+    for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"text\":\"Hi\",\"voice_profile\":\"%s\"}", bad_names[i]);
+        r = base_nat(body, true);
+        CHECK(!r.ok && r.e.status == 404 && !strcmp(r.e.message, nf.message) && !strcmp(r.e.code, nf.code) &&
+                  !strcmp(r.e.param, "voice_profile"),
+              "'%s': %d %s", bad_names[i], r.e.status, r.e.message);
+        qtts_speech_free(&r.sp);
+    }
+    {
+        char name[QTTS_VOICE_NAME_MAX + 1];
+        memset(name, 'z', QTTS_VOICE_NAME_MAX);
+        name[QTTS_VOICE_NAME_MAX] = 0;
+        char body[256];
+        snprintf(body, sizeof body, "{\"text\":\"Hi\",\"voice_profile\":\"%s\"}", name);
+        r = base_nat(body, true);
+        CHECK(r.ok && strcmp(r.sp.voice_name, name) == 0, "64-character name: %s", r.e.message);
+        qtts_speech_free(&r.sp);
+    }
+
+    /* OpenAI: voice is a profile name, lower-cased first */
+    r = base_oa("{\"model\":\"tts-1\",\"input\":\"Hi\",\"voice\":\"My_Voice\",\"instructions\":\"calm\"}", true);
+    REQUIRE(r.ok, "%s", r.e.message);
+    CHECK(strcmp(r.sp.voice_name, "my_voice") == 0 && strcmp(r.sp.voice_param, "voice") == 0 &&
+              !r.sp.req.speaker && r.sp.instruct_ignored,
+          "OpenAI profile");
+    qtts_speech_free(&r.sp);
+    qtts_voice_not_found(&nf, "voice");
+    static const char *const bad_oa[] = {"../x", "a.b", "", "\\u00c9", "a/b",
+                                         "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"};
+    for (size_t i = 0; i < sizeof bad_oa / sizeof bad_oa[0]; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"model\":\"tts-1\",\"input\":\"Hi\",\"voice\":\"%s\"}", bad_oa[i]);
+        r = base_oa(body, true);
+        CHECK(!r.ok && r.e.status == 404 && !strcmp(r.e.message, nf.message) && !strcmp(r.e.param, "voice"),
+              "OpenAI '%s': %d %s", bad_oa[i], r.e.status, r.e.message);
+        qtts_speech_free(&r.sp);
+    }
+    r = base_oa("{\"model\":\"tts-1\",\"input\":\"Hi\",\"voice\":\"alice\"}", false);
+    EXPECT_ERR(r, 400, "voice", "no_voice_profiles");
+    r = base_oa("{\"model\":\"tts-1\",\"input\":\"Hi\"}", false);
+    EXPECT_ERR(r, 400, "voice", "missing_parameter");
+    CHECK(strstr(r.e.message, "--voices") != NULL, "%s", r.e.message);
+    r = base_oa("{\"model\":\"tts-1\",\"input\":\"Hi\",\"voice\":\"alice\",\"ref_audio\":\"QQ==\"}", true);
+    EXPECT_ERR(r, 400, "ref_audio", "unknown_parameter");
 }
 
 static void test_stream_decode(void) {
@@ -331,6 +505,7 @@ int main(void) {
     TEST_RUN(test_limits_and_utf8);
     TEST_RUN(test_native_fields);
     TEST_RUN(test_other_model_kinds);
+    TEST_RUN(test_clone_fields);
     TEST_RUN(test_error_json_and_echo);
     TEST_RUN(test_stream_decode);
     TEST_END();
