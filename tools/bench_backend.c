@@ -4,7 +4,7 @@
  * backend):
  *
  *   bench_backend MODEL_DIR [--backend NAME] [--frames N] [--prompt L]
- *                 [--batch B] [--window T] [--greedy]
+ *                 [--batch B] [--window T] [--greedy] [--threads N]
  *
  * A prefill of L random rows, then N frames of talker step + code-predictor
  * frame (sampled with the model's defaults unless --greedy) for B sequences
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "base/thread.h"
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "model/codec_decoder.h"
@@ -42,7 +43,7 @@ static void die(const char *what, const qtts_err *err) {
 
 int main(int argc, char **argv) {
     const char *dir = NULL, *backend = "cpu";
-    int frames = 50, L = 100, B = 1, T = 100;
+    int frames = 50, L = 100, B = 1, T = 100, threads = 0;
     bool greedy = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
@@ -51,13 +52,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) B = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--window") && i + 1 < argc) T = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--greedy")) greedy = true;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (argv[i][0] != '-' && !dir) dir = argv[i];
         else {
             fprintf(stderr, "usage: bench_backend MODEL_DIR [--backend NAME] [--frames N] "
-                            "[--prompt L] [--batch B] [--window T] [--greedy]\n");
+                            "[--prompt L] [--batch B] [--window T] [--greedy] [--threads N]\n");
             return 2;
         }
     }
+    qtts_threads_init(threads);   /* the CPU kernels' pool (0: all cores), as the engine does */
     if (!dir || frames < 2 || L < 1 || B < 1 || B > 256 || T < 0) {
         fprintf(stderr, "bench_backend: bad arguments (see the usage in tools/bench_backend.c)\n");
         return 2;

@@ -37,11 +37,12 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-/* Decode reads each weight once, in short streams (a tile's rows are only
- * 0.5-4 KB each), too short for the hardware prefetchers to ramp up: the
- * decode tiles prefetch the next tile's rows (which follow in memory) at
- * the column they are reading. A prefetch never faults, so running past
- * the matrix is harmless. */
+/* A matmul reads each weight row from memory once, in short streams (a
+ * tile's rows are only 0.5-4 KB each), too short for the hardware
+ * prefetchers to ramp up: the tiles of the first x rows (t == 0; later x
+ * rows find W in cache), decode and batched alike, prefetch the next
+ * tile's rows (which follow in memory) at the column they are reading. A
+ * prefetch never faults, so running past the matrix is harmless. */
 INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
 
 /* ==== F32 / BF16 ========================================================= */
@@ -82,7 +83,7 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
     const size_t next = (size_t)RW * C * es;   /* the next tile's rows follow these */
     int i = 0;
     for (; i + 16 <= C; i += 16) {
-        if (RX == 1)
+        if (t == 0)
 #pragma GCC unroll 4
             for (int r = 0; r < RW; r++) prefetch((const uint8_t *)w[r] + i * es + next);
 #pragma GCC unroll 2
@@ -307,7 +308,7 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
             }
 #pragma GCC unroll 4
             for (int r = 0; r < RW; r++) {
-                if (RX == 1) prefetch(w[r] + (size_t)(b + h) * bb + RW * rb);
+                if (t == 0) prefetch(w[r] + (size_t)(b + h) * bb + RW * rb);
                 const __m256i wv = load_codes(w[r], b + h, q4);
                 const float dw = block_scale(w[r], b + h, q4);
 #pragma GCC unroll 2

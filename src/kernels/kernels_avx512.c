@@ -35,9 +35,11 @@ INLINE float fold16(__m512 v) {
     return _mm_cvtss_f32(v1);
 }
 
-/* Decode tiles prefetch the next tile's rows (which follow in memory) at
- * the column they read: a tile's rows are 0.5-4 KB streams, too short for
- * the hardware prefetchers. A prefetch never faults past the matrix. */
+/* The tiles of the first x rows (t == 0: each W row's one read from
+ * memory; later x rows find it in cache) prefetch the next tile's rows
+ * (which follow in memory) at the column they read: a tile's rows are
+ * 0.5-4 KB streams, too short for the hardware prefetchers. Batched tiles
+ * need it as much as decode ones. A prefetch never faults past the matrix. */
 INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
 
 /* ==== F32 / BF16 ========================================================= */
@@ -73,7 +75,7 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
         for (int p = 0; p < RX; p++) xv[p] = _mm512_maskz_loadu_ps(m, x[p] + i);
 #pragma GCC unroll 8
         for (int r = 0; r < RW; r++) {
-            if (RX == 1) prefetch((const uint8_t *)w[r] + (size_t)i * es + (size_t)RW * C * es);
+            if (t == 0) prefetch((const uint8_t *)w[r] + (size_t)i * es + (size_t)RW * C * es);
             const __m512 wv = load16(w[r], i, m, bf16);
 #pragma GCC unroll 4
             for (int p = 0; p < RX; p++) acc[p][r] = _mm512_fmadd_ps(wv, xv[p], acc[p][r]);
@@ -207,7 +209,7 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
         }
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) {
-            if (RX == 1) prefetch(w[r] + (size_t)b * block_bytes(q4) + RW * rb);
+            if (t == 0) prefetch(w[r] + (size_t)b * block_bytes(q4) + RW * rb);
             const __m512i wv = codes512(w[r], b, q4);
             /* the two blocks' scales, d0 in lanes 0-7 and d1 in 8-15; times
              * x's scales, the same products as d0 * xd[b] in scalar code */

@@ -41,7 +41,8 @@ INLINE float fold16(const float32x4_t a[4]) {
 
 /* Decode tiles prefetch the next tile's rows (which follow in memory) at
  * the column they read: a tile's rows are 0.5-4 KB streams, too short for
- * the hardware prefetchers. A prefetch never faults past the matrix. */
+ * the hardware prefetchers; the tiles of the first x rows (t == 0) do it,
+ * decode and batched alike. A prefetch never faults past the matrix. */
 INLINE void prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }
 
 /* ==== F32 / BF16 ========================================================= */
@@ -77,7 +78,7 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
             for (int p = 0; p < RX; p++) xv[p] = vld1q_f32(x[p] + i + 4 * q);
 #pragma GCC unroll 4
             for (int r = 0; r < RW; r++) {
-                if (RX == 1 && q == 0) prefetch((const uint8_t *)w[r] + (size_t)i * es + (size_t)RW * C * es);
+                if (t == 0 && q == 0) prefetch((const uint8_t *)w[r] + (size_t)i * es + (size_t)RW * C * es);
                 const float32x4_t wv = load4(w[r], i + 4 * q, bf16);
 #pragma GCC unroll 2
                 for (int p = 0; p < RX; p++) acc[p][r][q] = vfmaq_f32(acc[p][r][q], wv, xv[p]);
@@ -175,7 +176,7 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) {
             const uint8_t *blk = w[r] + (size_t)b * bb;
-            if (RX == 1) prefetch(blk + RW * rb);
+            if (t == 0) prefetch(blk + RW * rb);
             __fp16 hd;
             __builtin_memcpy(&hd, blk, sizeof hd);
             const float dw = (float)hd;
