@@ -267,7 +267,13 @@ static void *worker(void *arg) {
         }
         bool cancel_all = s->cancel_all;
         s->cancel_all = false;
-        while (s->qhead && s->n_active + n_admit < B) {
+        /* One new request per step: its prefill, then a step of the whole
+         * batch, which gives it its first frame (and audio) before the
+         * next one's prefill. Requests that arrive together then get
+         * their first audio one step apart instead of all after every
+         * prefill; the batch's own frames wait for one prefill per step
+         * either way. */
+        while (s->qhead && s->n_active + n_admit < B && n_admit < 1) {
             qtts_job *j = s->qhead;
             s->qhead = j->next;
             if (!s->qhead) s->qtail = NULL;
