@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -44,9 +46,28 @@ void qtts_assert_fail(const char *expr, const char *file, int line) {
     abort();
 }
 
-void *qtts_malloc(size_t n) { return malloc(n ? n : 1); }
-void *qtts_calloc(size_t c, size_t s) { return calloc(c ? c : 1, s ? s : 1); }
-void *qtts_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
+static atomic_long g_fail_at = -1, g_alloc_count;
+static atomic_bool g_fail_fired;
+
+void qtts_alloc_fail_at(long n) {
+    atomic_store(&g_fail_fired, false);
+    atomic_store(&g_fail_at, n < 0 ? -1 : n);
+}
+bool qtts_alloc_fail_fired(void) { return atomic_load(&g_fail_fired); }
+long qtts_alloc_count(void) { return atomic_load_explicit(&g_alloc_count, memory_order_relaxed); }
+
+/* true: this allocation is the injected failure. */
+static bool injected(void) {
+    atomic_fetch_add_explicit(&g_alloc_count, 1, memory_order_relaxed);
+    if (atomic_load_explicit(&g_fail_at, memory_order_relaxed) < 0) return false;
+    if (atomic_fetch_sub(&g_fail_at, 1) != 0) return false;
+    atomic_store(&g_fail_fired, true);
+    return true;
+}
+
+void *qtts_malloc(size_t n) { return injected() ? NULL : malloc(n ? n : 1); }
+void *qtts_calloc(size_t c, size_t s) { return injected() ? NULL : calloc(c ? c : 1, s ? s : 1); }
+void *qtts_realloc(void *p, size_t n) { return injected() ? NULL : realloc(p, n ? n : 1); }
 /* Large blocks (packed weights, scratch) are 2 MiB aligned and asked to be
  * backed by transparent huge pages where the kernel is in "madvise" mode:
  * a 2 MiB fault instead of 512 small ones, and fewer TLB misses for the
@@ -55,6 +76,7 @@ void *qtts_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
 #define QTTS_HUGE_ALIGN (2u << 20)
 void *qtts_aligned_alloc(size_t n) {
     void *p = NULL;
+    if (injected()) return NULL;
     if (n >= QTTS_HUGE_MIN) {
         if (posix_memalign(&p, QTTS_HUGE_ALIGN, n) != 0) return NULL;
         (void)madvise(p, n & ~(size_t)(QTTS_HUGE_ALIGN - 1), MADV_HUGEPAGE);
@@ -66,7 +88,7 @@ void *qtts_aligned_alloc(size_t n) {
 void qtts_free(void *p) { free(p); }
 char *qtts_strdup(const char *s) {
     size_t n = strlen(s) + 1;
-    char *d = malloc(n);
+    char *d = qtts_malloc(n);
     if (d) memcpy(d, s, n);
     return d;
 }

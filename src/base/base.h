@@ -45,6 +45,16 @@ void *qtts_aligned_alloc(size_t n);
 void qtts_free(void *p);
 char *qtts_strdup(const char *s);
 
+/* Allocation failure injection, for tests (SQLite's and curl's OOM
+ * method): qtts_alloc_fail_at(n) makes the n-th allocation from now (0 =
+ * the next) through the wrappers above fail, once; -1 disarms. Process-
+ * wide. qtts_alloc_count() counts the allocations made so far (to size a
+ * test's sweep); qtts_alloc_fail_fired() says whether the armed failure
+ * has happened. Costs one relaxed atomic load per allocation when unarmed. */
+void qtts_alloc_fail_at(long n);
+bool qtts_alloc_fail_fired(void);
+long qtts_alloc_count(void);
+
 /* Overflow-checked size arithmetic: return false on overflow. */
 static inline bool qtts_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
     return !__builtin_mul_overflow(a, b, out);

@@ -589,7 +589,7 @@ static bool get_metrics(conn *c, bool keep_alive) {
     G("qtts_write_timeouts_total", "Responses abandoned because the client stopped reading.", "counter", "%llu", (unsigned long long)get(&s->write_timeouts));
     G("qtts_connections_open", "Open client connections.", "gauge", "%d", n_conns);
     G("qtts_connections_total", "Accepted connections.", "counter", "%llu", (unsigned long long)get(&s->conns_total));
-    G("qtts_connections_rejected_total", "Connections refused over max_connections.", "counter", "%llu", (unsigned long long)get(&s->conns_rejected));
+    G("qtts_connections_rejected_total", "Connections refused at accept (over max_connections, or out of memory or threads).", "counter", "%llu", (unsigned long long)get(&s->conns_rejected));
 #undef G
     tb(&b, "# HELP qtts_errors_total Failed requests by error type.\n# TYPE qtts_errors_total counter\n");
     tb(&b, "qtts_errors_total{type=\"generation_limit\"} %llu\n", (unsigned long long)get(&s->err_generation_limit));
@@ -1284,15 +1284,22 @@ static void *conn_main(void *arg) {
 
 /* ==== accept loop and drain =========================================================================== */
 
-static void reject_conn(qtts_server *s, int fd) {
-    static const char body[] =
+/* A connection refused at accept: over the cap (full), or its thread or
+ * state could not be created (out of memory or threads). */
+static void reject_conn(qtts_server *s, int fd, bool full) {
+    static const char body_full[] =
         "{\"error\":{\"message\":\"too many open connections; retry later\",\"type\":\"server_error\","
         "\"param\":null,\"code\":\"too_many_connections\"}}";
+    static const char body_res[] =
+        "{\"error\":{\"message\":\"cannot take a connection now (out of memory or threads); retry "
+        "later\",\"type\":\"server_error\",\"param\":null,\"code\":\"out_of_resources\"}}";
+    const char *body = full ? body_full : body_res;
+    const size_t body_len = full ? sizeof body_full - 1 : sizeof body_res - 1;
     char head[256];
-    size_t hn = http_write_head(head, sizeof head, 503, "application/json", (int64_t)sizeof body - 1,
-                                false, "Retry-After: 1\r\n");
+    size_t hn = http_write_head(head, sizeof head, 503, "application/json", (int64_t)body_len, false,
+                                "Retry-After: 1\r\n");
     ssize_t w = send(fd, head, hn, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w == (ssize_t)hn) w = send(fd, body, sizeof body - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w == (ssize_t)hn) w = send(fd, body, body_len, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
     shutdown(fd, SHUT_WR);
     close(fd);
@@ -1315,7 +1322,7 @@ static void accept_ready(qtts_server *s) {
         if (!full) s->n_conns++;
         pthread_mutex_unlock(&s->mu);
         if (full) {
-            reject_conn(s, fd);
+            reject_conn(s, fd, true);
             continue;
         }
         int one = 1;
@@ -1337,7 +1344,7 @@ static void accept_ready(qtts_server *s) {
             pthread_mutex_lock(&s->mu);
             s->n_conns--;
             pthread_mutex_unlock(&s->mu);
-            reject_conn(s, fd);
+            reject_conn(s, fd, false);
             continue;
         }
         count(&s->conns_total);

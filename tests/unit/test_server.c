@@ -560,6 +560,43 @@ static void *long_ok_thread(void *arg) {
     return NULL;
 }
 
+/* Allocation failure injection (reliability goal 18) through the server:
+ * one allocation fails, at each of the positions a request makes (the
+ * connection thread's parsing and buffers, the worker's session start and
+ * steps); the request gets 200 with the right audio or a 503 out_of_memory
+ * / out_of_resources, and the next request is the canary, byte for byte. */
+static void test_alloc_failure(void) {
+    const char *body = tts_body(g_refs[0].text, g_refs[0].speaker, NULL);
+    long c0 = qtts_alloc_count();
+    resp r = post("/v1/tts", body);
+    long total = qtts_alloc_count() - c0;
+    resp_free(&r);
+    int refused = 0, tried = 0;
+    for (long at = 0; at < total + 8; at += total > 120 ? total / 120 : 1, tried++) {
+        qtts_alloc_fail_at(at);
+        r = post("/v1/tts", body);
+        qtts_alloc_fail_at(-1);
+        const uint8_t *pcm;
+        size_t n;
+        bool ok = r.status == 200 && wav_pcm(&r, &pcm, &n) && n == g_refs[0].pcm.n &&
+                  memcmp(pcm, g_refs[0].pcm.p, n) == 0;
+        bool oom = r.status == 503 && (is_error(&r, "out_of_memory") || is_error(&r, "out_of_resources"));
+        CHECK(ok || oom, "allocation %ld failing: status %d %.200s", at, r.status,
+              r.body && r.status != 200 ? (char *)r.body : "");
+        refused += oom;
+        resp_free(&r);
+    }
+    fprintf(stderr, "  allocation failures: %d positions over ~%ld allocations, %d answered 503\n", tried,
+            total, refused);
+    CHECK(refused > 0, "no injected failure reached a client");
+    r = post("/v1/tts", body);
+    const uint8_t *pcm;
+    size_t n;
+    CHECK(r.status == 200 && wav_pcm(&r, &pcm, &n) && n == g_refs[0].pcm.n && memcmp(pcm, g_refs[0].pcm.p, n) == 0,
+          "canary after the failures: %d", r.status);
+    resp_free(&r);
+}
+
 static void test_graceful_shutdown(qtts_server *s) {
     job_arg a = {.ref = 1};
     pthread_t th;
@@ -832,6 +869,7 @@ int main(void) {
     TEST_RUN(test_disconnect_cancels);
     TEST_RUN(test_disconnect_mid_stream);
     TEST_RUN(test_bad_matrix_then_canary);
+    TEST_RUN(test_alloc_failure);
     test_cur_name_ = "test_graceful_shutdown";
     test_cur_failed_ = 0;
     test_graceful_shutdown(s);
