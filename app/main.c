@@ -676,6 +676,9 @@ static void usage_serve(FILE *f) {
         "      --idle-timeout S         keep-alive wait for the next request (default 5)\n"
         "      --write-timeout S        a client that stops reading this long is dropped (default 10)\n"
         "      --drain-timeout S        on SIGINT/SIGTERM, time to finish accepted requests (default 30)\n"
+        "      --quant Q                talker and code predictor quantized at load: int8 or int4\n"
+        "                               (or serve a directory written by 'qwen3-tts quantize')\n"
+        "      --backend NAME           cpu (default) or cuda (a CUDA build on a GPU machine)\n"
         "      --stream-chunk N         streamed responses: frames per codec decode, the first audio\n"
         "                               after 1 frame (default 12; 0 = 300-frame windows)\n"
         "  -q, --quiet                  no log lines\n"
@@ -733,6 +736,8 @@ static int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--write-timeout")) c.write_timeout_s = parse_float(a, NEXT(), 0, 3600, true);
         else if (!strcmp(a, "--drain-timeout")) c.drain_timeout_s = parse_float(a, NEXT(), 0, 3600, true);
         else if (!strcmp(a, "--stream-chunk")) c.stream_chunk_frames = (int)parse_long(a, NEXT(), 0, 300);
+        else if (!strcmp(a, "--quant")) c.quant = NEXT();
+        else if (!strcmp(a, "--backend")) c.backend = NEXT();
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) c.log = NULL;
         else die("serve: unknown option '%s' (see qwen3-tts serve --help)", a);
 #undef NEXT

@@ -236,6 +236,8 @@ static void *worker(void *arg) {
     qtts_engine_options eo;
     qtts_engine_options_init(&eo);
     eo.n_threads = s->cfg.n_threads;
+    if (s->cfg.backend) eo.backend = s->cfg.backend;
+    eo.quant_talker = eo.quant_cp = s->cfg.quant;
     qtts_engine *eng = NULL;
     qtts_status st = qtts_engine_open(s->model_dir, &eo, &eng, &err);
     int B = 0;

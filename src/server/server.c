@@ -110,7 +110,8 @@ typedef struct {
 
 struct qtts_server {
     qtts_server_config cfg;
-    char *model_dir, *host, *api_key, *model_name, *voices_dir;
+    char *model_dir, *host, *api_key, *model_name, *voices_dir, *backend;
+    const char *quant_talker, *quant_cp;   /* the loaded weight formats; set once before READY */
     int voices_fd;                   /* the --voices directory until it is read; -1 */
     voice_entry *voices;             /* sorted by name; written once before READY */
     int n_voices, n_usable_voices;
@@ -326,6 +327,8 @@ static void on_sched_state(void *user, qtts_sched *sched) {
             logf_(s, "--voices %s is not used: voice profiles are for Base models", s->voices_dir);
         }
         atomic_store(&s->base_model, info.kind == QTTS_KIND_BASE);
+        s->quant_talker = info.quant_talker;   /* static strings */
+        s->quant_cp = info.quant_cp;
         int expect = PHASE_LOADING;
         atomic_compare_exchange_strong(&s->phase, &expect, PHASE_READY);
     } else {
@@ -500,9 +503,11 @@ static bool get_health(conn *c, bool keep_alive) {
     int ph = atomic_load(&s->phase);
     qtts_sched_stats st;
     qtts_sched_get_stats(s->sched, &st);
+    const bool loaded = ph == PHASE_READY || ph == PHASE_DRAINING;
     char body[2048];
     int n = snprintf(body, sizeof body,
                      "{\"status\":\"%s\",\"model_loaded\":%s,"
+                     "\"weights\":{\"talker\":\"%s\",\"code_predictor\":\"%s\"},"
                      "\"queue\":{\"waiting\":%d,\"active\":%d},"
                      "\"limits\":{\"batch_size\":%d,\"queue_length\":%d,\"max_connections\":%d,"
                      "\"max_body_bytes\":%zu,\"max_clone_body_bytes\":%zu,\"max_input_chars\":%zu,"
@@ -511,7 +516,7 @@ static bool get_health(conn *c, bool keep_alive) {
                      "\"idle_timeout_s\":%g,\"write_timeout_s\":%g,\"drain_timeout_s\":%g,"
                      "\"stream_chunk_frames\":%d}}",
                      phase_name(ph), ph == PHASE_READY || ph == PHASE_DRAINING ? "true" : "false",
-                     st.waiting, st.active, st.batch, st.queue_cap,
+                     loaded ? s->quant_talker : "none", loaded ? s->quant_cp : "none", st.waiting, st.active, st.batch, st.queue_cap,
                      s->cfg.max_connections, s->cfg.max_body,
                      QTTS_MAX(s->cfg.max_body, s->cfg.max_clone_body), s->limits.max_input_chars,
                      s->limits.max_instructions_chars, s->cfg.max_audio_seconds,
@@ -1488,6 +1493,7 @@ static void server_release(qtts_server *s) {
     qtts_free(s->host);
     qtts_free(s->api_key);
     qtts_free(s->model_name);
+    qtts_free(s->backend);
     qtts_free(s);
 }
 
@@ -1518,6 +1524,16 @@ qtts_status qtts_server_start(const qtts_server_config *cfg, qtts_server **out, 
         if (!(tmo[i] > 0 && tmo[i] <= 3600)) return qtts_fail(err, QTTS_ERR_INVALID, "timeouts must be in (0, 3600] s");
     const char *mn = c->model_name ? c->model_name : "qwen3-tts";
     if (!name_ok(mn)) return qtts_fail(err, QTTS_ERR_INVALID, "model name must be 1-47 of [A-Za-z0-9._-]");
+    /* The weight format is one of a fixed set: the worker gets our static
+     * copy, so the caller's string need not outlive the call. */
+    static const char *const quants[] = {"none", "int8", "int4"};
+    const char *quant = NULL;
+    for (size_t i = 0; c->quant && i < QTTS_ARRAY_LEN(quants); i++)
+        if (!strcmp(c->quant, quants[i])) quant = quants[i];
+    if (c->quant && !quant)
+        return qtts_fail(err, QTTS_ERR_INVALID, "unknown weight format '%.32s' (none, int8, int4)", c->quant);
+    if (c->backend && (!*c->backend || strlen(c->backend) > 32))
+        return qtts_fail(err, QTTS_ERR_INVALID, "the backend name must be 1-32 bytes");
     if (c->api_key && (!*c->api_key || strlen(c->api_key) > 4096))
         return qtts_fail(err, QTTS_ERR_INVALID, "the API key must be 1-4096 bytes");
 
@@ -1541,9 +1557,10 @@ qtts_status qtts_server_start(const qtts_server_config *cfg, qtts_server **out, 
     s->model_name = qtts_strdup(mn);
     s->api_key = c->api_key ? qtts_strdup(c->api_key) : NULL;
     s->voices_dir = c->voices_dir ? qtts_strdup(c->voices_dir) : NULL;
+    s->backend = c->backend ? qtts_strdup(c->backend) : NULL;
     qtts_status st;
     if (!s->model_dir || !s->host || !s->model_name || (c->api_key && !s->api_key) ||
-        (c->voices_dir && !s->voices_dir)) {
+        (c->voices_dir && !s->voices_dir) || (c->backend && !s->backend)) {
         st = qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -1580,7 +1597,8 @@ qtts_status qtts_server_start(const qtts_server_config *cfg, qtts_server **out, 
 
     if ((st = open_listener(s, err))) goto fail;
     qtts_sched_config sc = {.model_dir = s->model_dir, .n_threads = c->threads, .batch = c->batch,
-                            .queue = c->queue, .on_state = on_sched_state, .user = s};
+                            .queue = c->queue, .backend = s->backend, .quant = quant,
+                            .on_state = on_sched_state, .user = s};
     if ((st = qtts_sched_new(&sc, &s->sched, err))) goto fail;
     if (c->install_signal_handlers) {
         g_sig_fd = s->pipe_wr;

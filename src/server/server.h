@@ -52,6 +52,9 @@ typedef struct {
     double idle_timeout_s;          /* keep-alive wait for the next request (default 5) */
     double write_timeout_s;         /* one stalled write (default 10) -> request cancelled */
     double drain_timeout_s;         /* graceful shutdown budget (default 30) */
+    const char *backend;            /* engine backend: NULL or "cpu" (default), "cuda" */
+    const char *quant;              /* NULL/"none" (the directory's weights), "int8", "int4":
+                                       talker and code predictor quantized at load */
     int stream_chunk_frames;        /* streamed responses: frames per codec decode, the first
                                        audio after 1 frame (default 12; 0 = the reference's
                                        300-frame windows); the samples are the same either way */

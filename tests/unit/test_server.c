@@ -725,6 +725,38 @@ static void test_connection_cap(void) {
     CHECK(qtts_now() < end, "connections not released");
 }
 
+/* serve --quant: an unknown format is refused at start; a known one
+ * reaches the engine's loader (the tiny model's 16-column matrices cannot
+ * take 32-element blocks, and the loader's message says so: quantized
+ * serving itself is the engine's, covered by test_quant_model). /health
+ * reports the weights the main server loaded. */
+static void test_quant_server(void) {
+    resp r = http("GET", "/health", NULL, NULL, NULL);
+    CHECK(r.status == 200 && r.body &&
+              strstr((char *)r.body, "\"weights\":{\"talker\":\"none\",\"code_predictor\":\"none\"}"),
+          "health: %s", r.body ? (char *)r.body : "");
+    resp_free(&r);
+}
+
+static void test_quant_refused(void) {
+    qtts_server_config c;
+    qtts_server_config_init(&c);
+    c.threads = 2;
+    c.model_dir = MODEL;
+    c.host = "127.0.0.1";
+    c.port = 0;
+    c.quant = "int9";
+    qtts_server *s;
+    qtts_error err;
+    CHECK(qtts_server_start(&c, &s, &err) == QTTS_ERR_INVALID && strstr(err.msg, "int9"), "bad quant: %s", err.msg);
+    c.quant = "int8";
+    REQUIRE(qtts_server_start(&c, &s, &err) == QTTS_OK, "start: %s", err.msg);
+    CHECK(!qtts_server_wait_ready(s, 30), "became ready");
+    int code = qtts_server_wait(s, &err);
+    CHECK(code == 1 && strstr(err.msg, "multiple of 32"), "exit %d: %s", code, err.msg);
+    if (code < 128) qtts_server_free(s);
+}
+
 static void test_model_load_failure(void) {
     /* the listener comes up first; a model that fails to load ends the
      * server with exit code 1 and the loader's message */
@@ -870,6 +902,7 @@ int main(void) {
     TEST_RUN(test_disconnect_mid_stream);
     TEST_RUN(test_bad_matrix_then_canary);
     TEST_RUN(test_alloc_failure);
+    TEST_RUN(test_quant_server);
     test_cur_name_ = "test_graceful_shutdown";
     test_cur_failed_ = 0;
     test_graceful_shutdown(s);
@@ -912,6 +945,7 @@ int main(void) {
         if (!stop_server(s)) test_failed_++;
     }
 
+    TEST_RUN(test_quant_refused);
     TEST_RUN(test_model_load_failure);
     TEST_RUN(test_sigterm_drains);
     for (int i = 0; i < N_REFS; i++) free(g_refs[i].pcm.p);
