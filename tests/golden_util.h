@@ -58,22 +58,6 @@ static inline void collect_free(collect *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* A whole file (NULL if unreadable); *len its size. Caller frees. */
-static inline void *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 static inline qtts_json *load_json(const char *path) {
     size_t n;

@@ -72,6 +72,25 @@ static const char *test_cur_name_;
         return test_failed_ ? 1 : 0;                                          \
     } while (0)
 
+/* A whole file, NUL-terminated (NULL if unreadable); *len its size
+ * without the NUL. Caller frees. */
+static inline void *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    *len = n > 0 ? (size_t)n : 0;
+    return buf;
+}
+
 /* Largest |a-b| / max(|b|, floor) over n elements; index of the worst in *at. */
 static inline double test_max_rel_err(const float *a, const float *b, size_t n, double floor_,
                                       size_t *at) {

@@ -79,12 +79,6 @@ static void rm_rf(const char *path) {
     }
 }
 
-static char *read_all(const char *path, size_t *len) {
-    char *buf = NULL;
-    qtts_err err;
-    if (qtts_read_file(path, 64u << 20, &buf, len, &err)) return NULL;
-    return buf;
-}
 
 static bool write_bytes(const char *path, const void *p, size_t n) {
     FILE *f = fopen(path, "wb");
