@@ -1306,7 +1306,22 @@ static void reject_conn(qtts_server *s, int fd, bool full) {
     ssize_t w = send(fd, head, hn, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w == (ssize_t)hn) w = send(fd, body, body_len, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
+    /* Closing with the client's request unread would send an RST, which
+     * can reach the client before it has read the 503: read what it sent
+     * (a bounded 20 ms, so excess connections cannot stall the accept
+     * loop), then close. */
     shutdown(fd, SHUT_WR);
+    char sink[4096];
+    const double until = qtts_now() + 0.02;
+    for (;;) {
+        ssize_t r = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+        if (r > 0) continue;
+        const int ms = (int)((until - qtts_now()) * 1000);
+        if (ms <= 0) break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, ms) <= 0) break;
+    }
     close(fd);
     count(&s->conns_rejected);
     count_status(s, EP_OTHER, 503);
