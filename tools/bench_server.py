@@ -2,11 +2,14 @@
 """Server throughput and time to first audio, single stream vs C concurrent streams (loopback).
 
     python3 tools/bench_server.py --bin build/qwen3-tts -m MODEL_DIR [--clients 4] [--batch 4]
-        [--frames 100] [--rounds 3] [--json]
+        [--frames 100] [--rounds 3] [--stagger S] [--json]
 
 Starts `qwen3-tts serve` on a free loopback port (batch B = --batch), then
   1. single stream: one client sends --rounds streamed requests one after another;
-  2. concurrent: --clients clients each send --rounds streamed requests at once.
+  2. concurrent: --clients clients each send --rounds streamed requests one after another, all
+     starting at once, or client i after i * --stagger seconds (then requests arrive at any
+     phase of a running batch, as from independent users; the first and last --stagger
+     windows run fewer clients, so compare TTFA there, throughput without it).
 Every request is a native /v1/tts greedy request for exactly --frames frames (max_frames set by
 the client, so the model's EOS never shortens a run of random weights; a request that ends early
 is reported), streamed as raw PCM, a different sentence per client. Reported:
@@ -65,11 +68,12 @@ def one_request(port, text, frames, speaker):
             "audio_s": n / 2 / SAMPLE_RATE}
 
 
-def phase(port, clients, rounds, frames, speaker):
+def phase(port, clients, rounds, frames, speaker, stagger=0.0):
     results = [[] for _ in range(clients)]
     errors = []
 
     def client(i):
+        time.sleep(i * stagger)
         try:
             for r in range(rounds):
                 results[i].append(one_request(port, TEXTS[(i + r * clients) % len(TEXTS)], frames, speaker))
@@ -104,6 +108,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--speaker", default="vivian")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--stagger", type=float, default=0.0, help="seconds between client starts")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     args = ["-b", str(a.batch), "--queue", str(max(16, a.clients))]
@@ -112,15 +117,16 @@ def main():
     with ServerProcess(a.bin, a.model, args, ready_timeout=300) as srv:
         one_request(srv.port, TEXTS[0], 8, a.speaker)  # warm-up
         single = phase(srv.port, 1, a.rounds, a.frames, a.speaker)
-        multi = phase(srv.port, a.clients, a.rounds, a.frames, a.speaker)
-    out = {"model": a.model, "batch": a.batch, "frames": a.frames, "rounds": a.rounds,
+        multi = phase(srv.port, a.clients, a.rounds, a.frames, a.speaker, a.stagger)
+    out = {"model": a.model, "batch": a.batch, "frames": a.frames, "rounds": a.rounds, "stagger_s": a.stagger,
            "single": single, "concurrent": multi,
            "throughput_ratio": multi["audio_per_wall_s"] / single["audio_per_wall_s"],
            "ttfa_ratio": multi["ttfa_median_s"] / single["ttfa_median_s"]}
     if a.json:
         print(json.dumps(out, indent=1))
         return
-    print("server bench: %s, B=%d, %d frames per request, %d rounds" % (a.model, a.batch, a.frames, a.rounds))
+    print("server bench: %s, B=%d, %d frames per request, %d rounds%s" % (
+        a.model, a.batch, a.frames, a.rounds, (", clients %.1f s apart" % a.stagger) if a.stagger else ""))
     for name, p in (("single stream", single), ("%d clients" % a.clients, multi)):
         print("  %-14s %2d requests  %6.2f s of audio in %6.2f s: %5.2f audio s / wall s;  TTFA median %.3f s, max %.3f s%s"
               % (name, p["requests"], p["audio_s"], p["wall_s"], p["audio_per_wall_s"], p["ttfa_median_s"],
