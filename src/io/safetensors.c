@@ -854,6 +854,15 @@ const qtts_tensor *qtts_st_expect(const qtts_st_set *s, const char *name, unsign
     return t;
 }
 
+const float *qtts_tensor_f32(const qtts_tensor *t, float **owned) {
+    *owned = NULL;
+    if (t->dtype == QTTS_DT_F32 && (uintptr_t)t->data % sizeof(float) == 0) return t->data;
+    float *v = qtts_malloc(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
+    if (!v) return NULL;
+    qtts_tensor_to_f32(t, v);
+    return *owned = v;
+}
+
 void qtts_tensor_to_f32(const qtts_tensor *t, float *out) {
     const unsigned char *p = t->data;
     switch (t->dtype) {

@@ -115,4 +115,10 @@ const qtts_tensor *qtts_st_expect(const qtts_st_set *s, const char *name, unsign
  * the reader only guarantees what the file's layout gives. */
 void qtts_tensor_to_f32(const qtts_tensor *t, float *out);
 
+/* A tensor's elements as f32 for reading: the mapping itself when it is
+ * F32 and 4-byte aligned (no copy), else a converted qtts_malloc copy that
+ * is also stored in *owned for the caller to free (*owned is NULL for a
+ * view). NULL when the copy cannot be allocated. */
+const float *qtts_tensor_f32(const qtts_tensor *t, float **owned);
+
 #endif

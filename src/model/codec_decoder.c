@@ -102,19 +102,12 @@ static float *load_vec(qtts_codec_decoder *d, qtts_err *err, int64_t n, const ch
     return v;
 }
 
-/* Temporary fp32 copy of a tensor (caller frees). */
-/* t's values as fp32: the mapping itself when it is aligned F32 (the
- * shipped codec), else a converted copy in *owned (free it; NULL for a view). */
+/* t's values as fp32 (qtts_tensor_f32: the mapping itself for the shipped
+ * F32 codec, else a copy in *owned for the caller to free). */
 static const float *tmp_f32(const qtts_tensor *t, float **owned, qtts_err *err) {
-    *owned = NULL;
-    if (t->dtype == QTTS_DT_F32 && (uintptr_t)t->data % sizeof(float) == 0) return t->data;
-    float *v = qtts_malloc(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
-    if (!v) {
-        nomem(err, t->name);
-        return NULL;
-    }
-    qtts_tensor_to_f32(t, v);
-    return *owned = v;
+    const float *v = qtts_tensor_f32(t, owned);
+    if (!v) nomem(err, t->name);
+    return v;
 }
 
 /* A [rows, cols] (or [rows, cols, 1]) matrix: a view into the mapping when

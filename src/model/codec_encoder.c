@@ -90,14 +90,11 @@ static const qtts_tensor *get(const qtts_codec_encoder *e, qtts_err *err, int ra
     return t;
 }
 
-/* Temporary fp32 copy of a tensor (caller frees). */
-static float *tmp_f32(const qtts_tensor *t, qtts_err *err) {
-    float *v = qtts_malloc(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
-    if (!v) {
-        nomem(err, t->name);
-        return NULL;
-    }
-    qtts_tensor_to_f32(t, v);
+/* t's values as fp32 (qtts_tensor_f32: a view of an aligned F32 tensor, else a
+ * copy in *owned for the caller to free). */
+static const float *tmp_f32(const qtts_tensor *t, float **owned, qtts_err *err) {
+    const float *v = qtts_tensor_f32(t, owned);
+    if (!v) nomem(err, t->name);
     return v;
 }
 
@@ -146,16 +143,17 @@ static bool load_conv(qtts_codec_encoder *e, qtts_conv1d *c, qtts_err *err, int 
     if (!w) return false;
     const qtts_tensor *b = has_bias ? get(e, err, 1, DIMS(cout), "%s.bias", prefix) : NULL;
     if (has_bias && !b) return false;
-    float *wf = tmp_f32(w, err), *bf = NULL;
+    float *wo, *bo = NULL;
+    const float *wf = tmp_f32(w, &wo, err), *bf = NULL;
     bool ok = wf != NULL;
-    if (ok && b) ok = (bf = tmp_f32(b, err)) != NULL;
+    if (ok && b) ok = (bf = tmp_f32(b, &bo, err)) != NULL;
     if (ok) {
         ok = stride > 1 ? qtts_conv1d_strided_init(c, wf, bf, cout, cin, k, stride)
                         : qtts_conv1d_init(c, wf, bf, cout, cin, k, dil);
         if (!ok) nomem(err, w->name);
     }
-    qtts_free(wf);
-    qtts_free(bf);
+    qtts_free(wo);
+    qtts_free(bo);
     return ok;
 }
 
@@ -169,7 +167,8 @@ static bool load_codebook(qtts_codec_encoder *e, qtts_err *err, const char *grou
     const qtts_tensor *es = get(e, err, 2, DIMS(n, dim), "%s.embed_sum", p);
     const qtts_tensor *cu = es ? get(e, err, 1, DIMS(n), "%s.cluster_usage", p) : NULL;
     if (!cu) return false;
-    float *usage = tmp_f32(cu, err);
+    float *usage_owned;
+    const float *usage = tmp_f32(cu, &usage_owned, err);
     if (!usage) return false;
     qtts_tensor_to_f32(es, cb);
     for (int j = 0; j < n; j++) {
@@ -178,7 +177,7 @@ static bool load_codebook(qtts_codec_encoder *e, qtts_err *err, const char *grou
         for (int d = 0; d < dim; d++) row[d] = row[d] / u;
         sq[j] = qtts_vq_sqnorm(row, dim);
     }
-    qtts_free(usage);
+    qtts_free(usage_owned);
     return true;
 }
 
