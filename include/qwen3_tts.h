@@ -58,6 +58,9 @@ typedef struct qtts_engine qtts_engine;
 typedef struct qtts_session qtts_session;
 typedef struct qtts_voice qtts_voice;
 
+/* The longest reference transcript (bytes of UTF-8) voice cloning takes. */
+#define QTTS_MAX_REF_TEXT_BYTES (16u * 1024u)
+
 typedef struct {
     const char *backend;   /* "cpu" (default) */
     int n_threads;         /* 0 = all cores */
@@ -135,7 +138,8 @@ typedef struct {
     /* Voice cloning (Base models): either a voice profile, or a reference
      * recording (WAV, FLAC, MP3 or Ogg bytes, 1-30 s) with, for in-context
      * cloning, its transcript. Without ref_text (or with x_vector_only) only
-     * the speaker embedding is used. */
+     * the speaker embedding is used; ref_text is at most
+     * QTTS_MAX_REF_TEXT_BYTES. */
     const qtts_voice *voice;
     const void *ref_audio;
     size_t ref_audio_len;

@@ -13,7 +13,6 @@
 #include "../io/safetensors.h"
 #include "qwen3_tts.h"
 
-#define MAX_REF_TEXT_BYTES (16u * 1024u)
 #define MAX_REF_FRAMES (30 * 13 + 1) /* 30 s at 12.5 Hz, rounded up */
 
 void qtts_voice_free(qtts_voice *v) {
@@ -107,9 +106,9 @@ qtts_status qtts_voice_build(const qtts_config *cfg, const qtts_spk_enc *spk,
                          model_type_name(cfg->model_type));
     if (!audio || !len) return qtts_fail(err, QTTS_ERR_INVALID, "no reference audio given");
     bool icl = !x_vector_only && ref_text && *ref_text;
-    if (icl && strlen(ref_text) > MAX_REF_TEXT_BYTES)
+    if (icl && strlen(ref_text) > QTTS_MAX_REF_TEXT_BYTES)
         return qtts_fail(err, QTTS_ERR_LIMIT, "reference text is over the %u-byte limit",
-                         MAX_REF_TEXT_BYTES);
+                         QTTS_MAX_REF_TEXT_BYTES);
     if (icl && !qtts_utf8_valid(ref_text, strlen(ref_text), NULL))
         return qtts_fail(err, QTTS_ERR_INVALID, "reference text is not valid UTF-8");
     if (language && (strlen(language) >= QTTS_NAME_MAX || !qtts_utf8_valid(language, strlen(language), NULL)))
@@ -303,7 +302,7 @@ qtts_status qtts_voice_read(const qtts_config *cfg, const char *path, qtts_voice
         goto fail;
     }
     if (!qtts_utf8_valid(vals[8], strlen(vals[8]), NULL) || strlen(vals[8]) >= QTTS_NAME_MAX ||
-        !qtts_utf8_valid(vals[9], strlen(vals[9]), NULL) || strlen(vals[9]) > MAX_REF_TEXT_BYTES ||
+        !qtts_utf8_valid(vals[9], strlen(vals[9]), NULL) || strlen(vals[9]) > QTTS_MAX_REF_TEXT_BYTES ||
         icl != (vals[9][0] != 0)) {
         st = qtts_fail(err, QTTS_ERR_FORMAT, "%s: bad language or ref_text in the voice profile", path);
         goto fail;

@@ -75,9 +75,6 @@ bool qtts_voice_name_ok(const char *s, size_t n);
  * "voice_profile". Returns false. */
 bool qtts_voice_not_found(qtts_api_error *e, const char *param);
 
-/* Transcripts of reference audio (the engine's limit). */
-#define QTTS_MAX_REF_TEXT_BYTES (16u * 1024u)
-
 typedef struct {
     size_t max_input_chars;         /* code points of `input`/`text` (<= 4096 by default) */
     size_t max_instructions_chars;  /* code points of `instructions`/`instruct` */
