@@ -274,13 +274,13 @@ static void load_voices(qtts_server *s, const qtts_engine *eng) {
         memcpy(ve->name, fn, l - 6);
         char path[PATH_MAX];
         qtts_error err;
-        int pl = snprintf(path, sizeof path, "%s/%s", s->voices_dir, fn);
-        if (pl < 0 || (size_t)pl >= sizeof path) {
+        if (!qtts_path_join(path, sizeof path, s->voices_dir, fn)) {
             snprintf(ve->why, sizeof ve->why, "the profile's path is too long");
         } else if (qtts_voice_load(eng, path, &ve->v, &err)) {
+            const size_t pl = strlen(path);
             /* The engine's message names the file: the client gets the rest. */
             const char *m = err.msg;
-            if (strncmp(m, path, (size_t)pl) == 0 && m[pl] == ':' && m[pl + 1] == ' ') m += pl + 2;
+            if (strncmp(m, path, pl) == 0 && m[pl] == ':' && m[pl + 1] == ' ') m += pl + 2;
             ve->foreign = err.status == QTTS_ERR_INVALID;
             qtts_echo(ve->why, sizeof ve->why, m, strlen(m), 240);
         }
