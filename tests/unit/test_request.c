@@ -36,23 +36,18 @@ typedef struct {
     qtts_api_error e;
 } res;
 
-static res oa(const char *body) {
+/* body through the OpenAI or the native parser, for model d with lims(). */
+static res parse(bool openai, qtts_model_desc d, const char *body) {
     res r;
     memset(&r, 0, sizeof r);
-    qtts_model_desc d = cv_desc();
     qtts_req_limits l = lims();
-    r.ok = qtts_parse_openai_speech(body, strlen(body), &d, &l, &r.sp, &r.e);
+    r.ok = openai ? qtts_parse_openai_speech(body, strlen(body), &d, &l, &r.sp, &r.e)
+                  : qtts_parse_native_tts(body, strlen(body), &d, &l, &r.sp, &r.e);
     return r;
 }
 
-static res nat(const char *body) {
-    res r;
-    memset(&r, 0, sizeof r);
-    qtts_model_desc d = cv_desc();
-    qtts_req_limits l = lims();
-    r.ok = qtts_parse_native_tts(body, strlen(body), &d, &l, &r.sp, &r.e);
-    return r;
-}
+static res oa(const char *body) { return parse(true, cv_desc(), body); }
+static res nat(const char *body) { return parse(false, cv_desc(), body); }
 
 /* A refusal with this status, param and code (NULL: don't care). */
 #define EXPECT_ERR(r, st, prm, cd)                                                          \
@@ -280,23 +275,8 @@ static qtts_model_desc base_desc(bool voices) {
     return d;
 }
 
-static res base_nat(const char *body, bool voices) {
-    res r;
-    memset(&r, 0, sizeof r);
-    qtts_model_desc d = base_desc(voices);
-    qtts_req_limits l = lims();
-    r.ok = qtts_parse_native_tts(body, strlen(body), &d, &l, &r.sp, &r.e);
-    return r;
-}
-
-static res base_oa(const char *body, bool voices) {
-    res r;
-    memset(&r, 0, sizeof r);
-    qtts_model_desc d = base_desc(voices);
-    qtts_req_limits l = lims();
-    r.ok = qtts_parse_openai_speech(body, strlen(body), &d, &l, &r.sp, &r.e);
-    return r;
-}
+static res base_nat(const char *body, bool voices) { return parse(false, base_desc(voices), body); }
+static res base_oa(const char *body, bool voices) { return parse(true, base_desc(voices), body); }
 
 static void test_clone_fields(void) {
     /* inline audio: strict base64, decoded; ref_text; x_vector_only */
