@@ -236,6 +236,16 @@ static inline bool is_error(const resp *r, const char *code) {
     return ok;
 }
 
+/* The data chunk of a 44-byte-header WAV body. */
+static inline bool wav_pcm(const resp *r, const uint8_t **pcm, size_t *n) {
+    if (r->body_len < 44 || memcmp(r->body, "RIFF", 4) || memcmp(r->body + 8, "WAVEfmt ", 8) ||
+        memcmp(r->body + 36, "data", 4))
+        return false;
+    *pcm = r->body + 44;
+    *n = r->body_len - 44;
+    return true;
+}
+
 /* ==== reference PCM ==================================================================== */
 
 typedef struct {

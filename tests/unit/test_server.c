@@ -139,15 +139,6 @@ static char *tts_body(const char *text, const char *speaker, const char *more) {
     return b;
 }
 
-/* The data chunk of a 44-byte-header WAV body. */
-static bool wav_pcm(const resp *r, const uint8_t **pcm, size_t *n) {
-    if (r->body_len < 44 || memcmp(r->body, "RIFF", 4) || memcmp(r->body + 8, "WAVEfmt ", 8) ||
-        memcmp(r->body + 36, "data", 4))
-        return false;
-    *pcm = r->body + 44;
-    *n = r->body_len - 44;
-    return true;
-}
 
 static qtts_server *start_server(qtts_server_config *c) { return start_server_on(c, MODEL); }
 

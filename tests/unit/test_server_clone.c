@@ -71,15 +71,6 @@ static char *b64(const uint8_t *in, size_t n) {
 }
 
 
-static bool wav_pcm(const resp *r, const uint8_t **pcm, size_t *n) {
-    if (r->body_len < 44 || memcmp(r->body, "RIFF", 4) || memcmp(r->body + 8, "WAVEfmt ", 8) ||
-        memcmp(r->body + 36, "data", 4))
-        return false;
-    *pcm = r->body + 44;
-    *n = r->body_len - 44;
-    return true;
-}
-
 /* The response's audio equals ref (wav: after the header; pcm: as is). */
 static bool same_audio(const resp *r, const bytes *ref, bool is_wav) {
     const uint8_t *p = r->body;
