@@ -125,8 +125,11 @@ static void job_complete(qtts_sched *s, qtts_job *j, qtts_status st, const qtts_
     j->err.status = st;
     j->truncated = truncated;
     j->done = true;
-    pthread_mutex_unlock(&j->mu);
+    /* Notify before unlocking: the owner may destroy j (closing the
+     * eventfd, whose number can then be reused) as soon as it sees done
+     * under the lock. */
     job_notify(j);
+    pthread_mutex_unlock(&j->mu);
 }
 
 /* ==== engine callbacks (worker thread) ============================================ */
