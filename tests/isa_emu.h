@@ -262,6 +262,49 @@ EMU __m512 emu_mm512_castps128_ps512(__m128 a) {
     return r.ps;
 }
 
+/* Zero-masked byte load: only the bytes selected by k are read. */
+EMU __m512i emu_mm512_maskz_loadu_epi8(__mmask64 k, const void *p) {
+    emu512 r;
+    memset(&r, 0, sizeof r);
+    for (int i = 0; i < 64; i++)
+        if (k >> i & 1) r.u8[i] = ((const uint8_t *)p)[i];
+    return r.si;
+}
+/* r[i] = a[idx[i] & 31], 16-bit elements */
+EMU __m512i emu_mm512_permutexvar_epi16(__m512i idx_, __m512i a_) {
+    emu512 idx = {.si = idx_}, a = {.si = a_}, r;
+    for (int i = 0; i < 32; i++) r.u16[i] = a.u16[idx.u16[i] & 31];
+    return r.si;
+}
+EMU __m512i emu_mm512_xor_si512(__m512i a_, __m512i b_) {
+    emu512 a = {.si = a_}, b = {.si = b_};
+    for (int i = 0; i < 8; i++) a.i64[i] ^= b.i64[i];
+    return a.si;
+}
+EMU __m256i emu_mm512_castsi512_si256(__m512i a_) {
+    emu512 a = {.si = a_};
+    emu256 r;
+    memcpy(&r, &a, sizeof r);
+    return r.si;
+}
+/* 16 binary16 values to fp32 (F16C, exact) */
+EMU __m512 emu_mm512_cvtph_ps(__m256i a_) {
+    emu256 a = {.si = a_};
+    emu512 r;
+    for (int h = 0; h < 2; h++) {
+        const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a.u16 + 8 * h)));
+        memcpy(r.f + 8 * h, &v, sizeof v);
+    }
+    return r.ps;
+}
+/* k set: a * b + c with one rounding; else c */
+EMU __m512 emu_mm512_mask3_fmadd_ps(__m512 a_, __m512 b_, __m512 c_, __mmask16 k) {
+    emu512 a = {.ps = a_}, b = {.ps = b_}, c = {.ps = c_};
+    for (int i = 0; i < 16; i++)
+        if (k >> i & 1) c.f[i] = fmaf(a.f[i], b.f[i], c.f[i]);
+    return c.ps;
+}
+
 #undef _mm512_setzero_ps
 #define _mm512_setzero_ps emu_mm512_setzero_ps
 #undef _mm512_setzero_si512
@@ -344,5 +387,18 @@ EMU __m512 emu_mm512_castps128_ps512(__m128 a) {
 #define _mm512_permutexvar_ps emu_mm512_permutexvar_ps
 #undef _mm512_castps128_ps512
 #define _mm512_castps128_ps512 emu_mm512_castps128_ps512
+
+#undef _mm512_maskz_loadu_epi8
+#define _mm512_maskz_loadu_epi8 emu_mm512_maskz_loadu_epi8
+#undef _mm512_permutexvar_epi16
+#define _mm512_permutexvar_epi16 emu_mm512_permutexvar_epi16
+#undef _mm512_xor_si512
+#define _mm512_xor_si512 emu_mm512_xor_si512
+#undef _mm512_castsi512_si256
+#define _mm512_castsi512_si256 emu_mm512_castsi512_si256
+#undef _mm512_cvtph_ps
+#define _mm512_cvtph_ps emu_mm512_cvtph_ps
+#undef _mm512_mask3_fmadd_ps
+#define _mm512_mask3_fmadd_ps emu_mm512_mask3_fmadd_ps
 
 #endif

@@ -316,7 +316,7 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
                     const __m256i part = q4 ? dot_q4(wv, xv[p], x8[p]) : dot_q8(wv, xv[p]);
                     const __m256 f = _mm256_cvtepi32_ps(part);
                     const __m256 s = _mm256_set1_ps(dw * xd[p][b + h]);
-                    acc[p][r][h] = _mm256_add_ps(acc[p][r][h], _mm256_mul_ps(f, s));
+                    acc[p][r][h] = _mm256_fmadd_ps(f, s, acc[p][r][h]);
                 }
             }
         }

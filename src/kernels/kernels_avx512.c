@@ -12,10 +12,14 @@
  * Q8_0/Q4_0: two consecutive blocks fill one 512-bit vector, so lanes 0-7
  * hold the even block's partials and lanes 8-15 the odd one's, exactly the
  * reference's lane assignment. The int8 products are VPDPBUSD (unsigned
- * times signed bytes): for Q8_0 on |x| and w negated where x < 0 (a
- * masked subtract: AVX-512 has no VPSIGNB), for Q4_0 on the raw nibbles
- * and x, minus 8 * sum(x) per lane. A last, odd block is done at 256 bits
- * and added to lanes 0-7 only.
+ * times signed bytes) on the weight codes made unsigned (see load_pair)
+ * and x, summed from a per-x-row correction so the partials are exact.
+ * What bounds these kernels is the vector work per (block pair, weight
+ * row), not the bytes: the unpacking, the two scales and the scale-and-add
+ * cost more than the VPDPBUSD, so each is one or two instructions here (a
+ * word permute for both scales, an xor or a permute and a shift for the
+ * codes, one fma). A last, odd block is done at 256 bits and added to
+ * lanes 0-7 only.
  */
 #include "kernels_impl.h"
 
@@ -133,34 +137,62 @@ INLINE __m256i codes256(const uint8_t *row, int b, const bool q4) {
     return _mm256_loadu_si256((const __m256i *)blk);
 }
 
-/* Blocks b and b+1: codes of b in bytes 0-31, of b+1 in bytes 32-63.
- * Q4_0: each block's 16 bytes are broadcast to both 128-bit halves of its
- * 256 (a load port op each), then one variable shift takes the high
- * nibbles in the odd 128-bit lanes and one AND masks all four: about half
- * the instructions of unpacking the blocks one by one. */
-INLINE __m512i codes512(const uint8_t *row, int b, const bool q4) {
+/* Blocks b and b+1 of a weight row, ready for VPDPBUSD: their codes as
+ * unsigned bytes (block b in bytes 0-31, b+1 in 32-63) and their scales
+ * (d(b) in lanes 0-7, d(b+1) in 8-15). The unsigned codes are the signed
+ * ones plus k, k = 8 for Q4_0 (the nibble itself) and 128 for Q8_0 (the
+ * sign bit flipped), so each int32 partial is exact when its sum starts
+ * from -k * (the lane's sum of x), which dot_init gives per x row.
+ * Both scales come out of one load by a word permute (scales and codes
+ * are at even offsets in both formats); for Q4_0 the same load gives the
+ * nibbles, each block's 16 bytes put in two 128-bit lanes so one variable
+ * shift takes the high nibbles in the odd lanes. */
+typedef struct {
+    __m512i u;
+    __m512 d;
+} wpair;
+
+/* Word indices: scales of the pair, and Q4_0's nibble bytes. */
+static const uint16_t q4_scale_idx[32] = {0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9, 9, 9, 9, 9};
+static const uint16_t q8_scale_idx[32] = {0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17};
+static const uint16_t q4_nibble_idx[32] = {1,  2,  3,  4,  5,  6,  7,  8,  1,  2,  3,
+                                           4,  5,  6,  7,  8,  10, 11, 12, 13, 14, 15,
+                                           16, 17, 10, 11, 12, 13, 14, 15, 16, 17};
+
+INLINE wpair load_pair(const uint8_t *blk, const bool q4) {
+    wpair p;
     if (q4) {
-        const uint8_t *b0 = row + (size_t)b * sizeof(qtts_block_q4_0) + 2;
-        const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b0));
-        const __m256i q1 = _mm256_broadcastsi128_si256(
-            _mm_loadu_si128((const __m128i *)(b0 + sizeof(qtts_block_q4_0))));
-        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+        /* the pair's 36 bytes only: a masked load never reads past the matrix */
+        const __m512i L = _mm512_maskz_loadu_epi8((__mmask64)0xfffffffffULL, blk);
         const long long k4 = 0x0004000400040004LL;   /* 16-bit shift counts: 4 in lanes 1, 3 */
         const __m512i sh = _mm512_set_epi64(k4, k4, 0, 0, k4, k4, 0, 0);
-        return _mm512_and_si512(_mm512_srlv_epi16(q, sh), _mm512_set1_epi8(15));
+        const __m512i nib = _mm512_permutexvar_epi16(_mm512_loadu_si512(q4_nibble_idx), L);
+        p.u = _mm512_and_si512(_mm512_srlv_epi16(nib, sh), _mm512_set1_epi8(15));
+        p.d = _mm512_cvtph_ps(_mm512_castsi512_si256(
+            _mm512_permutexvar_epi16(_mm512_loadu_si512(q4_scale_idx), L)));
+    } else {
+        /* 64 of the pair's 68 bytes hold both scales; the codes are two
+         * 32-byte runs */
+        const __m512i L = _mm512_loadu_si512(blk);
+        const __m512i codes = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk + 2))),
+            _mm256_loadu_si256((const __m256i *)(blk + sizeof(qtts_block_q8_0) + 2)), 1);
+        p.u = _mm512_xor_si512(codes, _mm512_set1_epi8((char)0x80));
+        p.d = _mm512_cvtph_ps(_mm512_castsi512_si256(
+            _mm512_permutexvar_epi16(_mm512_loadu_si512(q8_scale_idx), L)));
     }
-    return _mm512_inserti64x4(_mm512_castsi256_si512(codes256(row, b, q4)), codes256(row, b + 1, q4), 1);
+    return p;
 }
 
-/* The partials of two blocks (lanes 0-7: block b, 8-15: block b+1).
- * Q8_0: |x| times w negated where x < 0 (neg). Q4_0: the nibbles times x,
- * minus x8 = 8 * (sum of x per lane), i.e. sum (n - 8) x. */
-INLINE __m512i dot512(__m512i w, __m512i ax, __mmask64 neg, __m512i x, __m512i x8, const bool q4) {
+/* -k * (sum of x over each lane's 4 bytes): the start of every partial
+ * of that x row (see load_pair). */
+INLINE __m512i dot_init(__m512i x, const bool q4) {
     const __m512i zero = _mm512_setzero_si512();
-    if (q4) return _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, w, x), x8);
-    return _mm512_dpbusd_epi32(zero, ax, _mm512_mask_sub_epi8(w, neg, zero, w));
+    return _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(q4 ? 8 : (char)0x80), x));
 }
 
+/* One block at 256 bits (a last, odd one). Q8_0: |x| times w negated
+ * where x < 0. Q4_0: the nibbles times x, minus 8 * (sum of x per lane). */
 INLINE __m256i dot256(__m256i w, __m256i x, const bool q4) {
     const __m256i zero = _mm256_setzero_si256();
     if (q4) {
@@ -179,7 +211,6 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
      * reads in flight; four tiles ahead took the 0.6B int4 talker+CP from
      * 34.7 to 30.1 ms/frame (Q8_0 gained nothing from a longer distance). */
     const size_t ahead = (size_t)(q4 ? 4 : 1) * RW;
-    const __m512i zero = _mm512_setzero_si512();
     const uint8_t *w[4];
     const int8_t *xq[4];
     const float *xd[4];
@@ -195,9 +226,8 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
     }
     int b = 0;
     for (; b + 2 <= nb; b += 2) {
-        __m512i xv[4], ax[4], x8[4];
+        __m512i xv[4], x0[4];
         __m512 xs[4];
-        __mmask64 neg[4];
         /* lanes 0-7 take element 0 of a pair, lanes 8-15 element 1 */
         const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
 #pragma GCC unroll 4
@@ -205,29 +235,19 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
             xs[p] = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(_mm_castsi128_ps(
                                                     _mm_loadl_epi64((const __m128i *)(xd[p] + b)))));
             xv[p] = _mm512_loadu_si512(xq[p] + b * QTTS_QK);
-            if (q4) {
-                x8[p] = _mm512_slli_epi32(_mm512_dpbusd_epi32(zero, _mm512_set1_epi8(1), xv[p]), 3);
-            } else {
-                ax[p] = _mm512_abs_epi8(xv[p]);
-                neg[p] = _mm512_movepi8_mask(xv[p]);
-            }
+            x0[p] = dot_init(xv[p], q4);
         }
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) {
-            if (t == 0) prefetch(w[r] + (size_t)b * block_bytes(q4) + ahead * rb);
-            const __m512i wv = codes512(w[r], b, q4);
-            /* the two blocks' scales, d0 in lanes 0-7 and d1 in 8-15; times
-             * x's scales, the same products as d0 * xd[b] in scalar code */
-            const uint8_t *h = w[r] + (size_t)b * block_bytes(q4);
-            uint16_t h0, h1;
-            __builtin_memcpy(&h0, h, 2);
-            __builtin_memcpy(&h1, h + block_bytes(q4), 2);
-            const __m128i hh = _mm_insert_epi16(_mm_cvtsi32_si128(h0), h1, 1);
-            const __m512 wd = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(_mm_cvtph_ps(hh)));
+            const uint8_t *blk = w[r] + (size_t)b * block_bytes(q4);
+            if (t == 0) prefetch(blk + ahead * rb);
+            const wpair wp = load_pair(blk, q4);
 #pragma GCC unroll 4
             for (int p = 0; p < RX; p++) {
-                const __m512 f = _mm512_cvtepi32_ps(dot512(wv, ax[p], neg[p], xv[p], x8[p], q4));
-                acc[p][r] = _mm512_add_ps(acc[p][r], _mm512_mul_ps(f, _mm512_mul_ps(wd, xs[p])));
+                /* the two blocks' scale products, the same as d(b) * xd[b] in
+                 * scalar code */
+                const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(x0[p], wp.u, xv[p]));
+                acc[p][r] = _mm512_fmadd_ps(f, _mm512_mul_ps(wp.d, xs[p]), acc[p][r]);
             }
         }
     }
@@ -239,10 +259,10 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
 #pragma GCC unroll 4
             for (int p = 0; p < RX; p++) {
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[p] + b * QTTS_QK));
-                const __m256 prod = _mm256_mul_ps(_mm256_cvtepi32_ps(dot256(wv, xv, q4)),
-                                                  _mm256_set1_ps(dw * xd[p][b]));
-                acc[p][r] = _mm512_mask_add_ps(acc[p][r], (__mmask16)0x00ff, acc[p][r],
-                                               _mm512_castps256_ps512(prod));
+                const __m256 f = _mm256_cvtepi32_ps(dot256(wv, xv, q4));
+                acc[p][r] = _mm512_mask3_fmadd_ps(_mm512_castps256_ps512(f),
+                                                  _mm512_set1_ps(dw * xd[p][b]), acc[p][r],
+                                                  (__mmask16)0x00ff);
             }
         }
     }

@@ -194,8 +194,8 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
                 const float s = dw * xd[p][b];
                 const float32x4_t f0 = vcvtq_f32_s32(dot_i8(lo, xv[p][0]));
                 const float32x4_t f1 = vcvtq_f32_s32(dot_i8(hi, xv[p][1]));
-                acc[p][r][h] = vaddq_f32(acc[p][r][h], vmulq_n_f32(f0, s));
-                acc[p][r][h + 1] = vaddq_f32(acc[p][r][h + 1], vmulq_n_f32(f1, s));
+                acc[p][r][h] = vfmaq_n_f32(acc[p][r][h], f0, s);
+                acc[p][r][h + 1] = vfmaq_n_f32(acc[p][r][h + 1], f1, s);
             }
         }
     }

@@ -76,7 +76,7 @@ float qtts_dot_q8_0_ref(const void *w, const int8_t *xq, const float *xd, int co
         for (int l = 0; l < 8; l++) {
             int p = 0;
             for (int k = 4 * l; k < 4 * l + 4; k++) p += qs[k] * xb[k];
-            acc[(b & 1) * 8 + l] += (float)p * s;
+            acc[(b & 1) * 8 + l] = fmaf((float)p, s, acc[(b & 1) * 8 + l]);
         }
     }
     return qtts_fold16(acc);
@@ -95,7 +95,7 @@ float qtts_dot_q4_0_ref(const void *w, const int8_t *xq, const float *xd, int co
                 int code = k < 16 ? (qs[k] & 15) : (qs[k - 16] >> 4);
                 p += (code - 8) * xb[k];
             }
-            acc[(b & 1) * 8 + l] += (float)p * s;
+            acc[(b & 1) * 8 + l] = fmaf((float)p, s, acc[(b & 1) * 8 + l]);
         }
     }
     return qtts_fold16(acc);

@@ -183,7 +183,7 @@ static void test_mm_quant_order(void) {
                             }
                             P += code * xq[32 * b + 4 * j + k];
                         }
-                        acc = acc + (float)P * (sc[r * nb + b] * xd[b]);
+                        acc = fmaf((float)P, sc[r * nb + b] * xd[b], acc);
                     }
                     lanes[l] = acc;
                 }

@@ -149,8 +149,8 @@ __global__ void __launch_bounds__(256) k_mm(const __grid_constant__ MMArgs a) {
                 if (t >= nt) continue;
                 const int x4 = *(const int *)(xq + (size_t)t * cols + (size_t)b * QTTS_QK + 4 * j);
                 const float dx = xd[(size_t)t * nb + b];
-                acc[t] = acc[t] + (float)__dp4a(w4, x4, 0) * (dw * dx);
-                if (swiglu) acc2[t] = acc2[t] + (float)__dp4a(u4, x4, 0) * (du * dx);
+                acc[t] = fmaf((float)__dp4a(w4, x4, 0), dw * dx, acc[t]);
+                if (swiglu) acc2[t] = fmaf((float)__dp4a(u4, x4, 0), du * dx, acc2[t]);
             }
         }
     }
