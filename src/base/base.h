@@ -37,11 +37,18 @@ const char *qtts_status_name(qtts_status s);
 _Noreturn void qtts_assert_fail(const char *expr, const char *file, int line);
 
 /* Allocation: NULL on failure (callers turn it into QTTS_ERR_NOMEM). The
- * aligned variant returns 64-byte aligned memory released with qtts_free. */
+ * aligned variants return 64-byte aligned memory released with qtts_free:
+ * qtts_aligned_alloc for memory that is filled whole (weights, scratch;
+ * large blocks get transparent huge pages), qtts_aligned_alloc_sparse for
+ * memory a request fills a little at a time and mostly never (KV caches
+ * sized for the longest request), which must stay on small pages: a huge
+ * page would be zeroed, and count as resident, for the first few bytes
+ * written into each 2 MiB. */
 void *qtts_malloc(size_t n);
 void *qtts_calloc(size_t count, size_t size);
 void *qtts_realloc(void *p, size_t n);
 void *qtts_aligned_alloc(size_t n);
+void *qtts_aligned_alloc_sparse(size_t n);
 void qtts_free(void *p);
 char *qtts_strdup(const char *s);
 

@@ -411,6 +411,16 @@ static float *alloc_f(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
     return qtts_aligned_alloc(n ? (size_t)n : 1);
 }
 
+/* The talker's KV cache: sized for max_pos positions, of which a request
+ * writes a few per (layer, kv head) region at a time (base.h: sparse). */
+static float *alloc_kv(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+    uint64_t n;
+    if (!qtts_mul_ok(a, b, &n) || !qtts_mul_ok(n, c, &n) || !qtts_mul_ok(n, d, &n) ||
+        !qtts_mul_ok(n, sizeof(float), &n) || n > SIZE_MAX)
+        return NULL;
+    return qtts_aligned_alloc_sparse(n ? (size_t)n : 1);
+}
+
 static void rows_free(row_scratch *s) {
     qtts_free(s->x);
     qtts_free(s->h);
@@ -485,8 +495,8 @@ qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
     const int G = w->n_groups;
     const int V = QTTS_MAX(w->vocab, w->cp_vocab);
     st->max_pos = max_pos;
-    st->k = alloc_f(t->n_layers, t->n_kv, max_pos, t->head_dim);
-    st->v = alloc_f(t->n_layers, t->n_kv, max_pos, t->head_dim);
+    st->k = alloc_kv(t->n_layers, t->n_kv, max_pos, t->head_dim);
+    st->v = alloc_kv(t->n_layers, t->n_kv, max_pos, t->head_dim);
     st->cos = alloc_f(max_pos, t->head_dim / 2, 1, 1);
     st->sin = alloc_f(max_pos, t->head_dim / 2, 1, 1);
     st->cp_k = alloc_f(c->n_layers, c->n_kv, G, c->head_dim);
