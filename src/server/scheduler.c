@@ -4,7 +4,8 @@
  * Worker loop, once per frame:
  *
  *     wait until a job is queued or running (or stop)
- *     admit queued jobs into free slots   -> qtts_session_start (prefill)
+ *     admit a queued job into a free slot -> qtts_session_start (prefill),
+ *                                            then its first frame alone
  *     retire cancelled slots              -> qtts_session_cancel
  *     qtts_step_batch(all running slots)  -> one frame each; audio callbacks
  *     retire finished/failed slots        -> qtts_session_finish
@@ -228,6 +229,38 @@ static qtts_status job_status(const job_ctx *c, qtts_status st, qtts_error *err)
     return st;
 }
 
+/* One frame for the sessions of slots idx[0..n) (qtts_step_batch), then
+ * the retirement of those that failed or finished. */
+static void step_slots(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *busy,
+                       const int *idx, int n) {
+    qtts_session *run[MAX_BATCH];
+    for (int i = 0; i < n; i++) run[i] = ses[idx[i]];
+    qtts_error errs[MAX_BATCH];
+    memset(errs, 0, sizeof(errs[0]) * (size_t)n);
+    qtts_status bst = qtts_step_batch(run, n, errs);
+    bump(&s->steps, 1);
+    bump(&s->step_rows, (uint64_t)n);
+    for (int i = 0; i < n; i++) {
+        int k = idx[i];
+        qtts_status s2 = bst ? bst : errs[i].status;
+        if (s2) {
+            qtts_error e2 = bst ? (qtts_error){.status = bst} : errs[i];
+            if (bst) snprintf(e2.msg, sizeof e2.msg, "batch step failed: %s", qtts_status_str(bst));
+            qtts_session_cancel(ses[k]);
+            s2 = job_status(&ctx[k], s2, &e2);
+            busy[k] = false;
+            job_complete(s, ctx[k].j, s2, &e2, false, true);
+        } else if (!qtts_session_active(ses[k])) {
+            qtts_error e2 = {0};
+            qtts_result res = {0};
+            s2 = qtts_session_finish(ses[k], &res, &e2);
+            s2 = job_status(&ctx[k], s2, &e2);
+            busy[k] = false;
+            job_complete(s, ctx[k].j, s2, &e2, !s2 && !res.hit_eos, true);
+        }
+    }
+}
+
 /* ==== the worker =================================================================== */
 
 static void *worker(void *arg) {
@@ -320,9 +353,16 @@ static void *worker(void *arg) {
                 continue;
             }
             busy[k] = true;
+            /* Its first frame in a step of its own when others are running:
+             * its first audio then waits for one one-row step and a
+             * one-frame decode, not for a step of the whole batch and the
+             * chunk decodes of the other streams that fall in it. The
+             * others lose that one-row step (same bits either way). */
+            bool others = false;
+            for (int i = 0; i < B && !others; i++) others = busy[i] && i != k;
+            if (others) step_slots(s, ses, ctx, busy, &k, 1);
         }
         /* retire cancelled slots, then step the rest */
-        qtts_session *run[MAX_BATCH];
         int idx[MAX_BATCH], n = 0;
         for (int k = 0; k < B; k++) {
             if (!busy[k]) continue;
@@ -337,34 +377,9 @@ static void *worker(void *arg) {
                 job_complete(s, ctx[k].j, s2, &e2, !s2 && !res.hit_eos, true);
                 continue;
             }
-            idx[n] = k;
-            run[n++] = ses[k];
+            idx[n++] = k;
         }
-        if (n == 0) continue;
-        qtts_error errs[MAX_BATCH];
-        memset(errs, 0, sizeof(errs[0]) * (size_t)n);
-        qtts_status bst = qtts_step_batch(run, n, errs);
-        bump(&s->steps, 1);
-        bump(&s->step_rows, (uint64_t)n);
-        for (int i = 0; i < n; i++) {
-            int k = idx[i];
-            qtts_status s2 = bst ? bst : errs[i].status;
-            if (s2) {
-                qtts_error e2 = bst ? (qtts_error){.status = bst} : errs[i];
-                if (bst) snprintf(e2.msg, sizeof e2.msg, "batch step failed: %s", qtts_status_str(bst));
-                qtts_session_cancel(ses[k]);
-                s2 = job_status(&ctx[k], s2, &e2);
-                busy[k] = false;
-                job_complete(s, ctx[k].j, s2, &e2, false, true);
-            } else if (!qtts_session_active(ses[k])) {
-                qtts_error e2 = {0};
-                qtts_result res = {0};
-                s2 = qtts_session_finish(ses[k], &res, &e2);
-                s2 = job_status(&ctx[k], s2, &e2);
-                busy[k] = false;
-                job_complete(s, ctx[k].j, s2, &e2, !s2 && !res.hit_eos, true);
-            }
-        }
+        if (n > 0) step_slots(s, ses, ctx, busy, idx, n);
     }
     for (int i = 0; i < MAX_BATCH; i++) qtts_session_free(ses[i]);
     pthread_mutex_lock(&s->mu);
