@@ -198,6 +198,12 @@ qtts_status qtts_voice_create(const qtts_engine *e, const void *audio, size_t au
 qtts_status qtts_voice_save(const qtts_voice *v, const char *path, qtts_error *err);
 qtts_status qtts_voice_load(const qtts_engine *e, const char *path, qtts_voice **out,
                             qtts_error *err);
+/* The same from a descriptor the caller opened and still owns (the call
+ * reads a duplicate of it), for callers that must not follow a path twice:
+ * open once (e.g. openat with O_NOFOLLOW), check, load that file. name
+ * names it in messages. */
+qtts_status qtts_voice_load_fd(const qtts_engine *e, int fd, const char *name, qtts_voice **out,
+                               qtts_error *err);
 void qtts_voice_free(qtts_voice *v);        /* NULL ok */
 
 typedef struct {

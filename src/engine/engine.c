@@ -29,6 +29,8 @@
  * concatenated output is exactly the reference's whole-utterance decode.
  */
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <strings.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -882,6 +884,16 @@ qtts_status qtts_voice_create(const qtts_engine *e, const void *audio, size_t au
 qtts_status qtts_voice_load(const qtts_engine *e, const char *path, qtts_voice **out,
                             qtts_err *err) {
     return qtts_voice_read(&e->cfg, path, out, err);
+}
+
+qtts_status qtts_voice_load_fd(const qtts_engine *e, int fd, const char *name, qtts_voice **out,
+                               qtts_err *err) {
+    *out = NULL;
+    const int dup_fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (dup_fd < 0)
+        return qtts_fail(err, QTTS_ERR_IO, "%s: bad file descriptor: %s", name ? name : "voice",
+                         strerror(errno));
+    return qtts_voice_read_fd(&e->cfg, dup_fd, name ? name : "voice", out, err);
 }
 
 void qtts_thread_set_serial(bool serial) { qtts_threads_set_local_serial(serial); }

@@ -5,6 +5,7 @@
 #include "voice.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -240,8 +241,16 @@ static bool parse_int(const char *s, int lo, int hi, int *out) {
 qtts_status qtts_voice_read(const qtts_config *cfg, const char *path, qtts_voice **out,
                             qtts_err *err) {
     *out = NULL;
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return qtts_fail(err, QTTS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    return qtts_voice_read_fd(cfg, fd, path, out, err);
+}
+
+qtts_status qtts_voice_read_fd(const qtts_config *cfg, int fd, const char *path, qtts_voice **out,
+                               qtts_err *err) {
+    *out = NULL;
     qtts_st_file *f = NULL;
-    qtts_status st = qtts_st_open(path, &f, err);
+    qtts_status st = qtts_st_open_fd(fd, path, &f, err);
     if (st) return st;
     qtts_voice *v = NULL;
     const char *vals[N_META];

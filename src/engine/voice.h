@@ -52,5 +52,9 @@ qtts_status qtts_voice_build(const qtts_config *cfg, const qtts_spk_enc *spk,
  * codebook size and groups). */
 qtts_status qtts_voice_read(const qtts_config *cfg, const char *path, qtts_voice **out,
                             qtts_err *err);
+/* The same from a descriptor it takes (closed before it returns, whatever
+ * the result); path names the file in messages. */
+qtts_status qtts_voice_read_fd(const qtts_config *cfg, int fd, const char *path, qtts_voice **out,
+                               qtts_err *err);
 
 #endif

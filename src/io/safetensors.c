@@ -463,17 +463,21 @@ out:
 
 qtts_status qtts_st_open(const char *path, qtts_st_file **out, qtts_err *err) {
     *out = NULL;
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return qtts_fail(err, QTTS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    return qtts_st_open_fd(fd, path, out, err);
+}
+
+qtts_status qtts_st_open_fd(int fd, const char *path, qtts_st_file **out, qtts_err *err) {
+    *out = NULL;
     qtts_st_file *f = qtts_calloc(1, sizeof *f);
     if (!f || !(f->path = qtts_strdup(path))) {
         qtts_free(f);
+        close(fd);
         return qtts_fail(err, QTTS_ERR_NOMEM, "%s: out of memory", path);
     }
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    f->fd = fd;
     qtts_status st;
-    if (f->fd < 0) {
-        st = qtts_fail(err, QTTS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
     struct stat sb;
     if (fstat(f->fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         st = qtts_fail(err, QTTS_ERR_IO, "%s: not a regular file", path);

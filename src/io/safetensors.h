@@ -72,6 +72,10 @@ size_t qtts_dtype_size(qtts_dtype dt);
 /* One file. */
 typedef struct qtts_st_file qtts_st_file;
 qtts_status qtts_st_open(const char *path, qtts_st_file **out, qtts_err *err);
+/* The same on a descriptor the caller opened (say with openat and
+ * O_NOFOLLOW); name is for messages. The file takes fd: it is closed by
+ * qtts_st_close, or before a failed call returns. */
+qtts_status qtts_st_open_fd(int fd, const char *name, qtts_st_file **out, qtts_err *err);
 void qtts_st_close(qtts_st_file *f);              /* NULL ok */
 size_t qtts_st_count(const qtts_st_file *f);
 const qtts_tensor *qtts_st_at(const qtts_st_file *f, size_t i);  /* sorted by name */

@@ -250,13 +250,18 @@ static void load_voices(qtts_server *s, const qtts_engine *eng) {
             logf_(s, "voices: skipping '%.80s': names are 1-64 of a-z, 0-9, '_' and '-'", fn);
             continue;
         }
+        /* Opened once, without following a link and without blocking on
+         * a FIFO; that descriptor is what gets checked and loaded. */
+        const int vfd = openat(dfd, fn, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         struct stat st;
-        if (fstatat(dfd, fn, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+        if (vfd < 0 || fstat(vfd, &st) != 0 || !S_ISREG(st.st_mode)) {
             logf_(s, "voices: skipping '%s': not a regular file", fn);
+            if (vfd >= 0) close(vfd);
             continue;
         }
         if (n == MAX_VOICES) {
             logf_(s, "voices: more than %d profiles; the rest are not loaded", MAX_VOICES);
+            close(vfd);
             break;
         }
         if (n == cap) {
@@ -264,6 +269,7 @@ static void load_voices(qtts_server *s, const qtts_engine *eng) {
             voice_entry *t = qtts_realloc(tab, sizeof *t * (size_t)nc);
             if (!t) {
                 logf_(s, "voices: out of memory; the rest are not loaded");
+                close(vfd);
                 break;
             }
             tab = t;
@@ -276,7 +282,7 @@ static void load_voices(qtts_server *s, const qtts_engine *eng) {
         qtts_error err;
         if (!qtts_path_join(path, sizeof path, s->voices_dir, fn)) {
             snprintf(ve->why, sizeof ve->why, "the profile's path is too long");
-        } else if (qtts_voice_load(eng, path, &ve->v, &err)) {
+        } else if (qtts_voice_load_fd(eng, vfd, path, &ve->v, &err)) {
             const size_t pl = strlen(path);
             /* The engine's message names the file: the client gets the rest. */
             const char *m = err.msg;
@@ -284,6 +290,7 @@ static void load_voices(qtts_server *s, const qtts_engine *eng) {
             ve->foreign = err.status == QTTS_ERR_INVALID;
             qtts_echo(ve->why, sizeof ve->why, m, strlen(m), 240);
         }
+        close(vfd);
         if (ve->v) usable++;
         else logf_(s, "voices: %s refused: %s", ve->name, ve->why);
     }

@@ -16,6 +16,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -281,6 +282,39 @@ static void test_bad_voice_input(void) {
         req.ref_audio = audio;
         req.ref_audio_len = alen;
         CHECK(qtts_synthesize(s, &req, NULL, &err) == QTTS_ERR_INVALID, "voice + audio: %s", err.msg);
+    }
+    /* from a descriptor: the same file, the same checks; the caller's
+     * descriptor stays open and the message names what the caller said */
+    {
+        qtts_voice *v3 = NULL;
+        CHECK(qtts_voice_load_fd(eng, -1, "nofd.voice", &v3, &err) == QTTS_ERR_IO && !v3 &&
+                  strstr(err.msg, "nofd.voice"),
+              "fd -1: %s", err.msg);
+        int fd = open(good, O_RDONLY | O_CLOEXEC);
+        REQUIRE(fd >= 0, "open %s", good);
+        CHECK(qtts_voice_load_fd(eng, fd, "good.voice", &v3, &err) == QTTS_OK && v3, "by fd: %s", err.msg);
+        CHECK(fcntl(fd, F_GETFD) != -1, "the caller's descriptor was closed");
+        if (v2 && v3) {
+            qtts_voice_info a, b;
+            qtts_voice_get_info(v2, &a);
+            qtts_voice_get_info(v3, &b);
+            CHECK(a.ref_frames == b.ref_frames && a.ref_text && b.ref_text && !strcmp(a.ref_text, b.ref_text),
+                  "by fd: another profile than by path");
+        }
+        qtts_voice_free(v3);
+        v3 = NULL;
+        close(fd);
+        fd = open(bad, O_RDONLY | O_CLOEXEC);   /* empty by now */
+        REQUIRE(fd >= 0, "open %s", bad);
+        CHECK(qtts_voice_load_fd(eng, fd, "bad.voice", &v3, &err) == QTTS_ERR_FORMAT && !v3 &&
+                  strstr(err.msg, "bad.voice"),
+              "empty by fd: %s", err.msg);
+        close(fd);
+        fd = open(MODELS "/base06", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        REQUIRE(fd >= 0, "open the model directory");
+        CHECK(qtts_voice_load_fd(eng, fd, "dir", &v3, &err) == QTTS_ERR_IO && !v3, "directory by fd: %s",
+              err.msg);
+        close(fd);
     }
     free(m);
     free(vb);
