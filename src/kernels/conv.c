@@ -258,12 +258,12 @@ static void conv_block(const conv_job *j, int g0, int g1, int t0, int t1, float 
                     .acc = acc + ((size_t)(g - g0) * ntl + (ti - t0)) * MR * nr,
                     .load = kb > 0,
                     .rows = QTTS_MIN(MR, c->cout - row),
+                    .cols = cols,
                 };
                 if (last) {
                     t.y = j->y + (size_t)row * j->ldy + col;
                     t.ldy = j->ldy;
                     t.bias = c->bias ? c->bias + row : NULL;
-                    t.cols = cols;
                     t.accumulate = j->accumulate;
                 }
                 j->isa->tile(&t);

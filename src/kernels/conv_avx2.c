@@ -28,7 +28,9 @@ INLINE __m256i lanes_below(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-static void tile_avx2(const qtts_conv_tile *t) {
+/* NV of the tile's 3 column vectors (see conv_avx512.c's tile_nv): the
+ * same chains whatever NV. */
+INLINE void tile_nv(const qtts_conv_tile *t, const int NV) {
     for (int h = 0; h < 2; h++) {
         if (4 * h >= t->rows) break;   /* rows past cout are never stored */
         const float *w = t->w + 4 * h, *xp = t->xp;
@@ -37,24 +39,24 @@ static void tile_avx2(const qtts_conv_tile *t) {
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++)
 #pragma GCC unroll 3
-            for (int v = 0; v < 3; v++)
+            for (int v = 0; v < NV; v++)
                 a[r][v] = t->load ? _mm256_load_ps(acc + r * NR + 8 * v) : _mm256_setzero_ps();
         for (int k = 0, kc = t->kc; k < kc; k++, xp += NR, w += QTTS_CONV_MR) {
-            const __m256 x0 = _mm256_load_ps(xp), x1 = _mm256_load_ps(xp + 8),
-                         x2 = _mm256_load_ps(xp + 16);
+            __m256 x[3];
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++) x[v] = _mm256_load_ps(xp + 8 * v);
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
                 const __m256 wr = _mm256_broadcast_ss(w + r);
-                a[r][0] = _mm256_fmadd_ps(wr, x0, a[r][0]);
-                a[r][1] = _mm256_fmadd_ps(wr, x1, a[r][1]);
-                a[r][2] = _mm256_fmadd_ps(wr, x2, a[r][2]);
+#pragma GCC unroll 3
+                for (int v = 0; v < NV; v++) a[r][v] = _mm256_fmadd_ps(wr, x[v], a[r][v]);
             }
         }
         /* Through memory, so that the accumulators stay in registers above. */
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++)
 #pragma GCC unroll 3
-            for (int v = 0; v < 3; v++) _mm256_store_ps(acc + r * NR + 8 * v, a[r][v]);
+            for (int v = 0; v < NV; v++) _mm256_store_ps(acc + r * NR + 8 * v, a[r][v]);
         if (!t->y) continue;
         const int rows = QTTS_MIN(4, t->rows - 4 * h);
         for (int r = 0; r < rows; r++) {
@@ -64,7 +66,7 @@ static void tile_avx2(const qtts_conv_tile *t) {
             __builtin_prefetch(yr + NR, 1);
             __builtin_prefetch(yr + NR + 16, 1);
             const __m256 b = _mm256_set1_ps(t->bias ? t->bias[4 * h + r] : 0.0f);
-            for (int v = 0; v < 3 && 8 * v < t->cols; v++) {
+            for (int v = 0; v < NV && 8 * v < t->cols; v++) {
                 __m256 val = _mm256_add_ps(_mm256_load_ps(acc + r * NR + 8 * v), b);
                 float *p = yr + 8 * v;
                 if (t->cols - 8 * v >= 8) {
@@ -78,6 +80,12 @@ static void tile_avx2(const qtts_conv_tile *t) {
             }
         }
     }
+}
+
+static void tile_avx2(const qtts_conv_tile *t) {
+    if (t->cols > 16) tile_nv(t, 3);
+    else if (t->cols > 8) tile_nv(t, 2);
+    else tile_nv(t, 1);
 }
 
 /* ==== SnakeBeta =========================================================== */

@@ -3,7 +3,8 @@
  * the orders of conv_impl.h; bit-identical to the scalar and AVX2 tables.
  *
  * Tile: all 8 rows x 48 columns at once: 8 x 3 zmm accumulators + 3 panel
- * vectors (27 of 32 registers). Per panel row: 3 aligned loads and 24
+ * vectors (27 of 32 registers); a tile needing 32 or 16 columns or fewer
+ * runs on 2 or 1 of the vectors. Per panel row: 3 aligned loads and 24
  * FMAs whose weight operand is an embedded {1to16} broadcast from the
  * packed weights, so the loads stay well under the two FMA ports' needs.
  * The last partial column group of y is read and written with masks; the
@@ -24,31 +25,35 @@
 
 INLINE __mmask16 lanes_below(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
 
-static void tile_avx512(const qtts_conv_tile *t) {
+/* NV of the tile's 3 column vectors: a tile with few needed columns (the
+ * first frames of a stream give the decoder's early convs 4-32 columns)
+ * computes only the vectors that hold them. Each output is the same fma
+ * chain whatever NV, so the bits do not depend on it. */
+INLINE void tile_nv(const qtts_conv_tile *t, const int NV) {
     const float *w = t->w, *xp = t->xp;
     float *acc = t->acc;
     __m512 a[8][3];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; r++)
 #pragma GCC unroll 3
-        for (int v = 0; v < 3; v++)
+        for (int v = 0; v < NV; v++)
             a[r][v] = t->load ? _mm512_load_ps(acc + r * NR + 16 * v) : _mm512_setzero_ps();
     for (int k = 0; k < t->kc; k++, xp += NR, w += QTTS_CONV_MR) {
-        const __m512 x0 = _mm512_load_ps(xp), x1 = _mm512_load_ps(xp + 16),
-                     x2 = _mm512_load_ps(xp + 32);
+        __m512 x[3];
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++) x[v] = _mm512_load_ps(xp + 16 * v);
 #pragma GCC unroll 8
         for (int r = 0; r < 8; r++) {
             const __m512 wr = _mm512_set1_ps(w[r]);
-            a[r][0] = _mm512_fmadd_ps(wr, x0, a[r][0]);
-            a[r][1] = _mm512_fmadd_ps(wr, x1, a[r][1]);
-            a[r][2] = _mm512_fmadd_ps(wr, x2, a[r][2]);
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++) a[r][v] = _mm512_fmadd_ps(wr, x[v], a[r][v]);
         }
     }
     /* Through memory, so that the accumulators stay in registers above. */
 #pragma GCC unroll 8
     for (int r = 0; r < 8; r++)
 #pragma GCC unroll 3
-        for (int v = 0; v < 3; v++) _mm512_store_ps(acc + r * NR + 16 * v, a[r][v]);
+        for (int v = 0; v < NV; v++) _mm512_store_ps(acc + r * NR + 16 * v, a[r][v]);
     if (!t->y) return;
     for (int r = 0; r < t->rows; r++) {
         float *yr = t->y + (size_t)r * t->ldy;
@@ -58,13 +63,19 @@ static void tile_avx512(const qtts_conv_tile *t) {
         __builtin_prefetch(yr + NR + 16, 1);
         __builtin_prefetch(yr + NR + 32, 1);
         const __m512 b = _mm512_set1_ps(t->bias ? t->bias[r] : 0.0f);
-        for (int v = 0; v < 3 && 16 * v < t->cols; v++) {
+        for (int v = 0; v < NV && 16 * v < t->cols; v++) {
             const __mmask16 m = lanes_below(t->cols - 16 * v);
             __m512 val = _mm512_add_ps(_mm512_load_ps(acc + r * NR + 16 * v), b);
             if (t->accumulate) val = _mm512_add_ps(_mm512_maskz_loadu_ps(m, yr + 16 * v), val);
             _mm512_mask_storeu_ps(yr + 16 * v, m, val);
         }
     }
+}
+
+static void tile_avx512(const qtts_conv_tile *t) {
+    if (t->cols > 32) tile_nv(t, 3);
+    else if (t->cols > 16) tile_nv(t, 2);
+    else tile_nv(t, 1);
 }
 
 /* ==== SnakeBeta =========================================================== */

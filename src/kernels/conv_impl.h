@@ -55,12 +55,14 @@ typedef struct {
     float *acc;          /* [8][nr] partial sums, 64-byte aligned */
     bool load;           /* start from acc (else from +0) */
     int rows;            /* rows < cout in this group (others may be skipped) */
+    int cols;            /* columns < cols of the tile are needed (every
+                          * block of the tile says the same); a kernel may
+                          * compute the others, they are never stored */
     /* Final block only (y != NULL): write rows < rows, columns < cols of
      * y (row stride ldy) instead of acc. */
     float *y;
     size_t ldy;
     const float *bias;   /* [rows] or NULL */
-    int cols;
     bool accumulate;
 } qtts_conv_tile;
 

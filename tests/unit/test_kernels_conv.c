@@ -70,6 +70,8 @@ static const conv_case cases[] = {
     {96, 300, 2, 1, 100, true, false},  /* K = 600 */
     {5, 600, 1, 1, 50, true, true},     /* 1x1 with three K blocks */
     {72, 33, 7, 3, 250, true, false},   /* several column tiles */
+    {9, 300, 2, 1, 40, true, true},     /* a 17-32 column tile over K blocks */
+    {11, 80, 7, 1, 20, false, true},    /* a 17-32 column tile, one K block */
 };
 
 typedef struct {
