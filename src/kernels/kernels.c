@@ -7,7 +7,8 @@
  * conditionals outside kernels_impl.h.
  *
  * A matmul is cut into tasks of whole output rows (all n rows of x for
- * each), claimed by the pool's threads in any order. Because every row is
+ * each), claimed by the pool's threads in any order; qtts_matmul_multi puts
+ * the tasks of its matrices in one split. Because every row is
  * computed by the same code whatever its task, the result does not depend
  * on the number of threads or on the split. For quantized weights the rows
  * of x are quantized once, on the calling thread, before the split.
@@ -114,68 +115,117 @@ const char *qtts_kernels_isa(void) { return qtts_isa_active()->name; }
  * hold the others up, few enough that claiming stays negligible. */
 #define TASKS_PER_THREAD 4
 
+/* The jobs of one split: tasks of rows_per rows of a job's matrix, job m's
+ * tasks numbered from first[m]. */
 typedef struct {
-    const qtts_mm_job *job;
-    qtts_mm_fn fn;
-    int rows_per_task;
+    const qtts_mm_job *job[QTTS_MATMUL_MAX];
+    qtts_mm_fn fn[QTTS_MATMUL_MAX];
+    int rows_per, first[QTTS_MATMUL_MAX + 1];
 } mm_split;
 
 static void mm_task(void *ctx, int t) {
     const mm_split *s = ctx;
-    const int r0 = t * s->rows_per_task;
-    s->fn(s->job, r0, QTTS_MIN(r0 + s->rows_per_task, s->job->W->rows));
+    int m = 0;
+    while (t >= s->first[m + 1]) m++;
+    const int r0 = (t - s->first[m]) * s->rows_per;
+    s->fn[m](s->job[m], r0, QTTS_MIN(r0 + s->rows_per, s->job[m]->W->rows));
 }
 
-static void run_split(const qtts_mm_job *job, qtts_mm_fn fn) {
-    const int R = job->W->rows, threads = qtts_threads_count();
-    if (threads == 1 || (double)job->n * R * job->W->cols < MIN_PARALLEL_MACS) {
-        fn(job, 0, R);
+static void run_split(int count, const qtts_mm_job *const *jobs, const qtts_mm_fn *fns) {
+    const int threads = qtts_threads_count();
+    double macs = 0;
+    int rows = 0;
+    for (int m = 0; m < count; m++) {
+        macs += (double)jobs[m]->n * jobs[m]->W->rows * jobs[m]->W->cols;
+        rows += jobs[m]->W->rows;
+    }
+    if (threads == 1 || macs < MIN_PARALLEL_MACS) {
+        for (int m = 0; m < count; m++) fns[m](jobs[m], 0, jobs[m]->W->rows);
         return;
     }
-    int per = (R + threads * TASKS_PER_THREAD - 1) / (threads * TASKS_PER_THREAD);
+    /* task sizes from the jobs' total rows, so that matrices of one call
+     * are cut alike and each thread gets a few tasks */
+    int per = (rows + threads * TASKS_PER_THREAD - 1) / (threads * TASKS_PER_THREAD);
     per = (per + 15) / 16 * 16;   /* whole groups of the kernels' row tiles */
-    mm_split s = {job, fn, per};
-    qtts_parallel_for((R + per - 1) / per, mm_task, &s);
+    mm_split s = {.rows_per = per};
+    for (int m = 0; m < count; m++) {
+        s.job[m] = jobs[m];
+        s.fn[m] = fns[m];
+        s.first[m + 1] = s.first[m] + (jobs[m]->W->rows + per - 1) / per;
+    }
+    qtts_parallel_for(s.first[count], mm_task, &s);
 }
 
-void qtts_matmul_isa(const qtts_isa *isa, float *y, const float *x, int n, const qtts_mat *W,
-                     const float *bias) {
-    const int R = W->rows, C = W->cols;
-    if (n <= 0 || R <= 0) return;
-    qtts_mm_job job = {.W = W, .n = n, .x = x, .bias = bias, .y = y};
-    if (W->dtype == QTTS_DT_F32 || W->dtype == QTTS_DT_BF16) {
-        run_split(&job, W->dtype == QTTS_DT_F32 ? isa->mm_f32 : isa->mm_bf16);
+static qtts_mm_fn mm_fn(const qtts_isa *isa, qtts_dtype dt) {
+    switch (dt) {
+    case QTTS_DT_F32: return isa->mm_f32;
+    case QTTS_DT_BF16: return isa->mm_bf16;
+    case QTTS_DT_Q8_0: return isa->mm_q8_0;
+    default: return isa->mm_q4_0;
+    }
+}
+
+static bool quantized(qtts_dtype dt) { return dt == QTTS_DT_Q8_0 || dt == QTTS_DT_Q4_0; }
+
+/* count matmuls of one x on isa (count 1: with bias). */
+static void matmul_jobs(const qtts_isa *isa, int count, float *const *y, const float *x, int n,
+                        const qtts_mat *const *W, const float *bias) {
+    const int C = W[0]->cols;
+    if (n <= 0) return;
+    qtts_mm_job jobs[QTTS_MATMUL_MAX];
+    const qtts_mm_job *jp[QTTS_MATMUL_MAX];
+    qtts_mm_fn fns[QTTS_MATMUL_MAX];
+    const bool q = quantized(W[0]->dtype);
+    for (int m = 0; m < count; m++) {
+        QTTS_ASSERT(W[m]->cols == C && quantized(W[m]->dtype) == q);
+        if (q) QTTS_ASSERT(C % QTTS_QK == 0 && ((uintptr_t)W[m]->data & 1) == 0);
+        jobs[m] = (qtts_mm_job){.W = W[m], .n = n, .x = x, .bias = bias, .y = y[m]};
+        jp[m] = &jobs[m];
+        fns[m] = mm_fn(isa, W[m]->dtype);
+    }
+    if (!q) {
+        run_split(count, jp, fns);
         return;
     }
-    QTTS_ASSERT((W->dtype == QTTS_DT_Q8_0 || W->dtype == QTTS_DT_Q4_0) && C % QTTS_QK == 0 &&
-                ((uintptr_t)W->data & 1) == 0);
-    const qtts_mm_fn fn = W->dtype == QTTS_DT_Q8_0 ? isa->mm_q8_0 : isa->mm_q4_0;
     /* Quantized activations: codes [m, C] and scales [m, C/32] for m rows
      * of x at a time, all n when they fit the stack buffer or the heap,
      * else as many as fit the stack buffer (same results, W read more). */
     const size_t row_bytes = (size_t)C + (size_t)(C / QTTS_QK) * sizeof(float);
     _Alignas(64) uint8_t stack_buf[12 * 1024];
     uint8_t *buf = stack_buf, *heap = NULL;
-    int m = (int)(sizeof stack_buf / row_bytes);
-    if (m < n && (heap = qtts_aligned_alloc(row_bytes * n))) {
+    int mrows = (int)(sizeof stack_buf / row_bytes);
+    if (mrows < n && (heap = qtts_aligned_alloc(row_bytes * n))) {
         buf = heap;
-        m = n;
+        mrows = n;
     }
-    QTTS_ASSERT(m >= 1);
-    for (int t0 = 0; t0 < n; t0 += m) {
-        const int mt = QTTS_MIN(m, n - t0);
+    QTTS_ASSERT(mrows >= 1);
+    for (int t0 = 0; t0 < n; t0 += mrows) {
+        const int mt = QTTS_MIN(mrows, n - t0);
         float *xd = (float *)buf;
         int8_t *xq = (int8_t *)(buf + (size_t)mt * (C / QTTS_QK) * sizeof(float));
         for (int t = 0; t < mt; t++)
             isa->quantize_act(x + (size_t)(t0 + t) * C, C, xq + (size_t)t * C,
                               xd + (size_t)t * (C / QTTS_QK));
-        job.n = mt;
-        job.xq = xq;
-        job.xd = xd;
-        job.y = y + (size_t)t0 * R;
-        run_split(&job, fn);
+        for (int m = 0; m < count; m++) {
+            jobs[m].n = mt;
+            jobs[m].xq = xq;
+            jobs[m].xd = xd;
+            jobs[m].y = y[m] + (size_t)t0 * W[m]->rows;
+        }
+        run_split(count, jp, fns);
     }
     qtts_free(heap);
+}
+
+void qtts_matmul_isa(const qtts_isa *isa, float *y, const float *x, int n, const qtts_mat *W,
+                     const float *bias) {
+    if (W->rows <= 0) return;
+    matmul_jobs(isa, 1, &y, x, n, &W, bias);
+}
+
+void qtts_matmul_multi(int count, float *const *y, const float *x, int n, const qtts_mat *const *W) {
+    QTTS_ASSERT(count >= 1 && count <= QTTS_MATMUL_MAX);
+    matmul_jobs(qtts_isa_active(), count, y, x, n, W, NULL);   /* a 0-row matrix gets no task */
 }
 
 void qtts_matmul(float *y, const float *x, int n, const qtts_mat *W, const float *bias) {

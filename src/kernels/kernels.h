@@ -41,6 +41,13 @@ qtts_mat qtts_mat_from(const qtts_tensor *t);
  * (kernels_impl.h); F32/BF16 weights use x as is. y must not alias x. */
 void qtts_matmul(float *y, const float *x, int n, const qtts_mat *W, const float *bias);
 
+/* Up to QTTS_MATMUL_MAX matmuls of the same x (q/k/v, gate/up), no bias:
+ * y[i] = x · W[i]ᵀ, as one split over the pool (one wait instead of one
+ * per matrix, and x quantized once). The same bits as qtts_matmul on each.
+ * All W[i] have x's cols; quantized and float weights may not be mixed. */
+#define QTTS_MATMUL_MAX 3
+void qtts_matmul_multi(int count, float *const *y, const float *x, int n, const qtts_mat *const *W);
+
 /* One row of W as f32 (embedding lookup): out[W.cols] = W[row]
  * (dequantized for Q8_0/Q4_0). */
 void qtts_mat_row(float *out, const qtts_mat *W, int row);

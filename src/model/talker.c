@@ -10,7 +10,7 @@
  *   one position of each of n requests (a batched step or CP pass).
  *   per layer:
  *     h[n,D]   = rmsnorm(x) per row
- *     q[n,qd], k[n,kvd], v[n,kvd] = one qtts_matmul each over the n rows
+ *     q[n,qd], k[n,kvd], v[n,kvd] = one qtts_matmul_multi over the n rows
  *     per row:  qk_norm_rope_row (per-head q/k rmsnorm, rotate-half RoPE),
  *               K/V written to the row's cache at the row's position
  *     per row:  attend_row (causal GQA over the row's cache, positions 0..pos)
@@ -570,9 +570,11 @@ static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, fl
         const qtts_layer_weights *L = &w->layers[l];
         for (int r = 0; r < n; r++)
             qtts_rmsnorm(s->h + (size_t)r * D, x + (size_t)r * D, L->attn_norm, D, w->eps);
-        qtts_matmul(s->q, s->h, n, &L->q, NULL);
-        qtts_matmul(s->kk, s->h, n, &L->k, NULL);
-        qtts_matmul(s->vv, s->h, n, &L->v, NULL);
+        {
+            float *const y[3] = {s->q, s->kk, s->vv};
+            const qtts_mat *const W[3] = {&L->q, &L->k, &L->v};
+            qtts_matmul_multi(3, y, s->h, n, W);
+        }
         for (int r = 0; r < n; r++) {
             const row_ctx *c = &rc[r];
             const size_t layer = (size_t)l * w->n_kv * c->cap * hd;
@@ -598,8 +600,11 @@ static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, fl
 
         for (int r = 0; r < n; r++)
             qtts_rmsnorm(s->h + (size_t)r * D, x + (size_t)r * D, L->mlp_norm, D, w->eps);
-        qtts_matmul(s->gate, s->h, n, &L->gate, NULL);
-        qtts_matmul(s->up, s->h, n, &L->up, NULL);
+        {
+            float *const y[2] = {s->gate, s->up};
+            const qtts_mat *const W[2] = {&L->gate, &L->up};
+            qtts_matmul_multi(2, y, s->h, n, W);
+        }
         qtts_swiglu(s->gate, s->gate, s->up, (size_t)n * I);
         qtts_matmul(s->h, s->gate, n, &L->down, NULL);
         qtts_add_inplace(x, s->h, (size_t)n * D);

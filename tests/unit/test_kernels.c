@@ -342,6 +342,50 @@ static void test_row_determinism(void) {
     qtts_matmul_isa(qtts_isa_active(), y1, x, 3, &mats[1], NULL);
     size_t at;
     CHECK(bits_equal(yb, y1, (size_t)3 * R, &at), "qtts_matmul != its active path");
+    /* qtts_matmul_multi: the same bits as one qtts_matmul per matrix, for
+     * matrices of other row counts (and Q8_0 beside Q4_0), whatever n and
+     * the thread count */
+    {
+        const int R2 = 77, R3 = 16;
+        tmat w2 = tmat_new(R2, C), w3 = tmat_new(R3, C);
+        tquant q82 = tquant_new(&w2, QTTS_DT_Q8_0), q43 = tquant_new(&w3, QTTS_DT_Q4_0);
+        const qtts_mat sets[3][3] = {
+            {{w.f, QTTS_DT_F32, R, C}, {w2.f, QTTS_DT_F32, R2, C}, {w3.h, QTTS_DT_BF16, R3, C}},
+            {q8.m, q82.m, q43.m},
+            {q4.m, q4.m, q82.m},
+        };
+        float *ys[3], *yr[3];
+        for (int m = 0; m < 3; m++) {
+            ys[m] = qtts_malloc(sizeof(float) * N * R);
+            yr[m] = qtts_malloc(sizeof(float) * N * R);
+        }
+        for (int set = 0; set < 3; set++)
+            for (size_t k = 0; k < QTTS_ARRAY_LEN(threads); k++) {
+                qtts_threads_init(threads[k]);
+                for (int count = 1; count <= 3; count++)
+                    for (int n = 1; n <= N; n += 4) {   /* n = 1, 5, 9 */
+                        const qtts_mat *W[3];
+                        for (int m = 0; m < count; m++) {
+                            W[m] = &sets[set][m];
+                            qtts_matmul(yr[m], x, n, W[m], NULL);
+                            memset(ys[m], 0, sizeof(float) * (size_t)n * W[m]->rows);
+                        }
+                        qtts_matmul_multi(count, ys, x, n, W);
+                        for (int m = 0; m < count; m++)
+                            CHECK(bits_equal(ys[m], yr[m], (size_t)n * W[m]->rows, &at),
+                                  "multi: set %d, %d matrices, n=%d, threads=%d: matrix %d element %zu",
+                                  set, count, n, threads[k], m, at);
+                    }
+            }
+        for (int m = 0; m < 3; m++) {
+            qtts_free(ys[m]);
+            qtts_free(yr[m]);
+        }
+        tquant_free(&q82);
+        tquant_free(&q43);
+        tmat_free(&w2);
+        tmat_free(&w3);
+    }
     qtts_threads_shutdown();
     tquant_free(&q8);
     tquant_free(&q4);
