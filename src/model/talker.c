@@ -403,22 +403,25 @@ fail:
 /* ====================================================================== */
 
 /* n floats, overflow-checked, 64-byte aligned. */
-static float *alloc_f(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+/* Bytes of a*b*c*d floats (at least 1), or 0 on overflow. */
+static size_t floats_bytes(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
     uint64_t n;
     if (!qtts_mul_ok(a, b, &n) || !qtts_mul_ok(n, c, &n) || !qtts_mul_ok(n, d, &n) ||
         !qtts_mul_ok(n, sizeof(float), &n) || n > SIZE_MAX)
-        return NULL;
-    return qtts_aligned_alloc(n ? (size_t)n : 1);
+        return 0;
+    return n ? (size_t)n : 1;
+}
+
+static float *alloc_f(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+    const size_t n = floats_bytes(a, b, c, d);
+    return n ? qtts_aligned_alloc(n) : NULL;
 }
 
 /* The talker's KV cache: sized for max_pos positions, of which a request
  * writes a few per (layer, kv head) region at a time (base.h: sparse). */
 static float *alloc_kv(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-    uint64_t n;
-    if (!qtts_mul_ok(a, b, &n) || !qtts_mul_ok(n, c, &n) || !qtts_mul_ok(n, d, &n) ||
-        !qtts_mul_ok(n, sizeof(float), &n) || n > SIZE_MAX)
-        return NULL;
-    return qtts_aligned_alloc_sparse(n ? (size_t)n : 1);
+    const size_t n = floats_bytes(a, b, c, d);
+    return n ? qtts_aligned_alloc_sparse(n) : NULL;
 }
 
 static void rows_free(row_scratch *s) {
