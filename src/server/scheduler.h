@@ -4,10 +4,11 @@
  *
  * The worker opens the engine itself (so the server can listen while the
  * model loads), keeps B sessions, and once per frame steps every running
- * request together with qtts_step_batch. Between two steps it admits queued
- * jobs into free slots (prefill) and retires finished, failed and cancelled
- * ones, so a new request joins at the next frame boundary and a finished
- * one frees its slot at once.
+ * request together with qtts_step_batch. Between two steps it admits a
+ * queued job into a free slot (prefill, and its first frame in a one-row
+ * step when others are running, for its time to first audio) and retires
+ * finished, failed and cancelled ones, so a new request joins at the next
+ * frame boundary and a finished one frees its slot at once.
  *
  * Threads. Connection threads create jobs, submit them and read their
  * output; they never touch a session or the engine. The worker never
