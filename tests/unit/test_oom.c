@@ -66,12 +66,18 @@ static bool outcome(qtts_status st, const qtts_error *err, const char *what, lon
     return st == QTTS_ERR_NOMEM;
 }
 
+/* The engine options of every test here: one thread. */
+static qtts_engine_options one_thread(void) {
+    qtts_engine_options o;
+    qtts_engine_options_init(&o);
+    o.n_threads = 1;
+    return o;
+}
+
 static void test_engine_open(void) {
     const char *models[] = {CV, BASE};
     for (int m = 0; m < 2; m++) {
-        qtts_engine_options o;
-        qtts_engine_options_init(&o);
-        o.n_threads = 1;
+        const qtts_engine_options o = one_thread();
         qtts_engine *e;
         qtts_error err;
         long c0 = qtts_alloc_count();
@@ -113,9 +119,7 @@ static qtts_status run_request(const qtts_engine *e, bool stream, pcm_buf *out, 
 }
 
 static void test_request(void) {
-    qtts_engine_options o;
-    qtts_engine_options_init(&o);
-    o.n_threads = 1;
+    const qtts_engine_options o = one_thread();
     qtts_engine *e;
     qtts_error err;
     REQUIRE(qtts_engine_open(CV, &o, &e, &err) == QTTS_OK, "%s", err.msg);
@@ -151,9 +155,7 @@ static void test_request(void) {
 }
 
 static void test_voice_create(void) {
-    qtts_engine_options o;
-    qtts_engine_options_init(&o);
-    o.n_threads = 1;
+    const qtts_engine_options o = one_thread();
     qtts_engine *e;
     qtts_error err;
     REQUIRE(qtts_engine_open(BASE, &o, &e, &err) == QTTS_OK, "%s", err.msg);
