@@ -29,7 +29,7 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Wshadow -Wno-unused-param
               -Werror=implicit-function-declaration -Werror=incompatible-pointer-types \
               -ffp-contract=off -Iinclude -Isrc -Iapp -pthread
 CFLAGS  ?= $(OPT)
-LDLIBS  = -lutf8proc -lsndfile -lsoxr -lm -pthread
+LDLIBS  = -lutf8proc -lsndfile -lsoxr -lsonic -lm -pthread
 SAN_FLAGS = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
             -fsanitize=float-cast-overflow -fno-sanitize-recover=undefined
 

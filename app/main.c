@@ -74,6 +74,8 @@ static void usage_synth(FILE *f) {
         "      --stream-chunk N     frames per decode when streaming (default 12; implies --stream)\n"
         "      --stream-first N     frames before the first audio (default 1)\n"
         "      --f32                write 32-bit float samples (WAV format 3, or raw f32le with --raw)\n"
+        "      --speed X            speak X times faster (0.25-4; below 1 slower) at the same pitch;\n"
+        "                           the codes are unchanged (default 1)\n"
         "      --codes-out FILE     also write the generated codes (one frame per line, 16 ints)\n"
         "      --codes-in FILE      skip generation: decode the codes in FILE to audio\n"
         "voice:\n"
@@ -297,6 +299,7 @@ static int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--stream-chunk")) req.stream_chunk_frames = (int)parse_long(a, NEXT(), 1, 300);
         else if (!strcmp(a, "--stream-first")) req.stream_first_frames = (int)parse_long(a, NEXT(), 1, 300);
         else if (!strcmp(a, "--f32")) f32 = true;
+        else if (!strcmp(a, "--speed")) req.speed = parse_float(a, NEXT(), 0.25, 4, false);
         else if (!strcmp(a, "--codes-out")) codes_out = NEXT();
         else if (!strcmp(a, "--codes-in")) codes_in = NEXT();
         else if (!strcmp(a, "-s") || !strcmp(a, "--speaker")) req.speaker = NEXT();
@@ -363,6 +366,8 @@ static int cmd_synth(int argc, char **argv) {
         return 0;
     }
 
+    if (codes_in && req.speed != 0 && req.speed != 1)
+        die("synth: --speed applies to synthesis, not to --codes-in");
     char *text_buf = NULL;
     if (!codes_in) {
         if (text_file) text_buf = read_text_file(text_file);

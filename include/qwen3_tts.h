@@ -165,6 +165,13 @@ typedef struct {
      * 300 each. */
     int stream_chunk_frames;
     int stream_first_frames;
+
+    /* Tempo: 0 or 1 leaves the audio as generated; otherwise the speech is
+     * made speed times faster at the same pitch (0.25-4, OpenAI's `speed`),
+     * as it is delivered (streaming included; the samples do not depend on
+     * how they were split into calls). Generation is unchanged: same codes,
+     * same frames. The changed audio has 16-bit resolution. */
+    float speed;
 } qtts_request;
 
 void qtts_request_init(qtts_request *r);
@@ -172,7 +179,7 @@ void qtts_request_init(qtts_request *r);
 typedef struct {
     int n_frames;               /* generated frames (the EOS frame excluded) */
     bool hit_eos;               /* false when max_new_tokens ended it */
-    size_t n_samples;           /* PCM samples produced */
+    size_t n_samples;           /* PCM samples delivered (after any speed change) */
     double seconds_total;
     char warning[256];          /* non-empty when an input was ignored, e.g. instruct
                                    on a model that does not take one (as the reference) */

@@ -27,6 +27,8 @@
  * the reference's chunked decode is complete it is decoded (per session)
  * and handed to on_audio, and the rest follows at finish, so the
  * concatenated output is exactly the reference's whole-utterance decode.
+ * A request with a speed other than 1 passes that audio through its own
+ * tempo change (io/stretch.h) on the way out (deliver()).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -40,6 +42,7 @@
 #include "base/thread.h"
 #include "io/config.h"
 #include "io/safetensors.h"
+#include "io/stretch.h"
 #include "io/wav.h"
 #include "backend/backend.h"
 #include "model/codec_decoder.h"
@@ -92,6 +95,7 @@ struct qtts_session {
     bool hold_audio;               /* decode only at finish (see qtts_session_start) */
     int stream_n, stream_first;    /* streaming: largest push, frames before the first */
     int stream_next;               /*   frames the next push waits for */
+    qtts_stretch *stretch;         /* the request's speed change (NULL at speed 1) */
     qtts_prompt prompt;
     qtts_gen gen;                  /* generation state; its on_frame is on_gen_frame */
     int n_frames;                  /* frames stored in frames[] (reference frames included) */
@@ -303,11 +307,11 @@ static qtts_status ensure_wav(qtts_session *s, size_t n, qtts_err *err) {
 
 /* Decodes window [start, end) of frames[] exactly as the reference's
  * chunked_decode does (25 frames of left context when start > 25, else
- * all frames from 0) and passes the kept samples to cb, after dropping up
- * to *skip samples from the front (the in-context clone trim). */
+ * all frames from 0) into s->wav; *pcm, *n_pcm: the samples it keeps,
+ * after dropping up to *skip samples from the front (the in-context clone
+ * trim; skip may be NULL). */
 static qtts_status decode_chunk(qtts_session *s, const int32_t *frames, int start, int end,
-                                qtts_audio_cb cb, void *user, size_t *n_out, size_t *skip,
-                                qtts_err *err) {
+                                size_t *skip, const float **pcm_out, size_t *n_pcm, qtts_err *err) {
     const qtts_codec_decoder *d = s->eng->codec;
     const int up = d->upsample;
     int ctx = start - QTTS_CODEC_LEFT_CONTEXT > 0 ? QTTS_CODEC_LEFT_CONTEXT : start;
@@ -335,15 +339,38 @@ static qtts_status decode_chunk(qtts_session *s, const int32_t *frames, int star
         pcm += k;
         n -= k;
         *skip -= k;
-        if (!n) return QTTS_OK;
     }
-    if (n_out) *n_out += n;
-    if (cb && cb(user, pcm, n)) return qtts_fail(err, QTTS_ERR_CANCELLED, "cancelled by the caller");
+    *pcm_out = pcm;
+    *n_pcm = n;
     return QTTS_OK;
 }
 
+/* The request's audio as it leaves the session: counted, then to on_audio. */
+static int emit_audio(void *user, const float *pcm, size_t n) {
+    qtts_session *s = user;
+    s->n_samples += n;
+    return s->req->on_audio ? s->req->on_audio(s->req->user, pcm, n) : 0;
+}
+
+/* Final samples of the request, in order: through the speed change when
+ * the request has one, then emit_audio. */
+static qtts_status deliver(qtts_session *s, const float *pcm, size_t n, qtts_err *err) {
+    if (!n) return QTTS_OK;
+    if (s->stretch) return qtts_stretch_push(s->stretch, pcm, n, emit_audio, s, err);
+    if (emit_audio(s, pcm, n)) return qtts_fail(err, QTTS_ERR_CANCELLED, "cancelled by the caller");
+    return QTTS_OK;
+}
+
+/* Decodes window [start, end) of the session's frames and delivers it. */
+static qtts_status decode_deliver(qtts_session *s, int start, int end, qtts_err *err) {
+    const float *pcm;
+    size_t n;
+    qtts_status st = decode_chunk(s, s->frames, start, end, &s->skip_samples, &pcm, &n, err);
+    return st ? st : deliver(s, pcm, n, err);
+}
+
 /* Streaming: decodes frames [decoded, decoded + n) through the session's
- * stream and passes their samples to the request's on_audio. */
+ * stream and delivers their samples. */
 static qtts_status stream_push(qtts_session *s, int n, qtts_err *err) {
     const qtts_codec_decoder *d = s->eng->codec;
     const size_t ns = (size_t)n * d->upsample;
@@ -363,10 +390,7 @@ static qtts_status stream_push(qtts_session *s, int n, qtts_err *err) {
     s->decoded += n;
     if (!qtts_all_finite(s->wav, ns))
         return qtts_fail(err, QTTS_ERR_NUMERIC, "the codec decoder produced non-finite samples");
-    s->n_samples += ns;
-    if (s->req->on_audio && s->req->on_audio(s->req->user, s->wav, ns))
-        return qtts_fail(err, QTTS_ERR_CANCELLED, "cancelled by the caller");
-    return QTTS_OK;
+    return deliver(s, s->wav, ns, err);
 }
 
 qtts_status qtts_decode_codes(qtts_session *s, const int32_t *codes, int n_frames,
@@ -380,8 +404,12 @@ qtts_status qtts_decode_codes(qtts_session *s, const int32_t *codes, int n_frame
                              i / QTTS_NUM_CODEBOOKS, i % QTTS_NUM_CODEBOOKS, cb);
     for (int start = 0; start < n_frames; start += QTTS_CODEC_CHUNK) {
         int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, n_frames);
-        qtts_status st = decode_chunk(s, codes, start, end, on_audio, user, NULL, NULL, err);
+        const float *pcm;
+        size_t n;
+        qtts_status st = decode_chunk(s, codes, start, end, NULL, &pcm, &n, err);
         if (st) return st;
+        if (on_audio && on_audio(user, pcm, n))
+            return qtts_fail(err, QTTS_ERR_CANCELLED, "cancelled by the caller");
     }
     return QTTS_OK;
 }
@@ -436,8 +464,7 @@ static int on_gen_frame(void *user, int frame, const int32_t *codes) {
             s->stream_next = QTTS_MIN(s->stream_n, 2 * pending);
         }
     } else if (!s->hold_audio && s->n_frames - s->decoded == QTTS_CODEC_CHUNK) {
-        s->cb_status = decode_chunk(s, s->frames, s->decoded, s->n_frames, req->on_audio,
-                                    req->user, &s->n_samples, NULL, &s->cb_err);
+        s->cb_status = decode_deliver(s, s->decoded, s->n_frames, &s->cb_err);
         s->decoded = s->n_frames;
         if (s->cb_status) return 1;
     }
@@ -497,6 +524,8 @@ static void session_reset(qtts_session *s) {
     s->skip_samples = 0;
     s->hold_audio = false;
     s->stream_n = s->stream_first = s->stream_next = 0;
+    qtts_stretch_free(s->stretch);
+    s->stretch = NULL;
     s->req = NULL;
     s->state = SES_IDLE;
 }
@@ -519,6 +548,9 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         return qtts_fail(err, QTTS_ERR_INVALID,
                          "stream_chunk_frames and stream_first_frames must be in [0, %d]",
                          QTTS_CODEC_CHUNK);
+    if (req->speed != 0 && !(req->speed >= QTTS_SPEED_MIN && req->speed <= QTTS_SPEED_MAX))
+        return qtts_fail(err, QTTS_ERR_INVALID, "speed %g is outside [%g, %g] (0 or 1: unchanged)",
+                         req->speed, QTTS_SPEED_MIN, QTTS_SPEED_MAX);
 
     const char *instruct = req->instruct && *req->instruct ? req->instruct : NULL;
     if (instruct && strlen(instruct) > QTTS_MAX_INSTRUCT_BYTES)
@@ -660,6 +692,10 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         s->stream_n = n;
         s->stream_first = s->stream_next = first;
     }
+    if (req->speed != 0 && req->speed != 1) {
+        st = qtts_stretch_new(cfg->codec.output_sample_rate, req->speed, &s->stretch, err);
+        if (st) goto done;
+    }
     st = qtts_prompt_build(e->talker, cfg, &spec, &s->prompt, err);
     if (st) goto done;
     st = ensure_seq(s, s->prompt.len + gp.max_new_tokens, err);
@@ -769,10 +805,10 @@ qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_err *
         if (s->stream_n && s->n_frames > s->decoded) st = stream_push(s, s->n_frames - s->decoded, err);
         for (int start = s->decoded; !st && start < s->n_frames; start += QTTS_CODEC_CHUNK) {
             int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, s->n_frames);
-            st = decode_chunk(s, s->frames, start, end, s->req->on_audio, s->req->user,
-                              &s->n_samples, &s->skip_samples, err);
+            st = decode_deliver(s, start, end, err);
             s->decoded = end;
         }
+        if (!st && s->stretch) st = qtts_stretch_finish(s->stretch, emit_audio, s, err);
         break;
     }
     if (result) fill_result(s, result);

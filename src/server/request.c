@@ -18,6 +18,7 @@
 
 #include "base/base.h"
 #include "base/json.h"
+#include "io/stretch.h"
 
 const char *const qtts_model_aliases[] = {"tts-1", "tts-1-hd", "gpt-4o-mini-tts", NULL};
 
@@ -579,6 +580,15 @@ static bool check_language(const qtts_json *doc, const qtts_model_desc *m, qtts_
                          "invalid language '%s'; supported: %s", val, list);
 }
 
+/* `speed`: tempo at the same pitch, OpenAI's range (io/stretch.h). */
+static bool check_speed(const qtts_json *doc, qtts_speech *out, qtts_api_error *e) {
+    double speed;
+    bool p;
+    if (!get_number(doc, "speed", QTTS_SPEED_MIN, QTTS_SPEED_MAX, false, &speed, &p, e)) return false;
+    if (p) out->req.speed = (float)speed;
+    return true;
+}
+
 static void speech_init(qtts_speech *out) {
     memset(out, 0, sizeof *out);
     qtts_request_init(&out->req);
@@ -613,13 +623,7 @@ static bool openai_fields(const qtts_json *doc, const qtts_model_desc *m, const 
     if (!check_voice(doc, "voice", true, m, out, e)) return false;
     if (!check_instruct(doc, "instructions", m, lim, out, e)) return false;
     if (!check_format(doc, "response_format", lim, out, e)) return false;
-    double speed;
-    bool p;
-    if (!get_number(doc, "speed", 0.25, 4.0, false, &speed, &p, e)) return false;
-    if (p && speed != 1.0)
-        return qtts_api_fail(e, 400, INVALID, "speed", "unsupported_value",
-                             "'speed' other than 1.0 is not supported yet (no pitch-preserving "
-                             "time stretch)");
+    if (!check_speed(doc, out, e)) return false;
     const qtts_json *v;
     if (!get_string(doc, "stream_format", &v, e)) return false;
     if (v) {
@@ -715,6 +719,7 @@ static bool native_fields(const qtts_json *doc, const qtts_model_desc *m, const 
     if (!check_instruct(doc, "instruct", m, lim, out, e)) return false;
     if (!check_format(doc, "response_format", lim, out, e)) return false;
     if (!check_sampling(doc, lim, out, e)) return false;
+    if (!check_speed(doc, out, e)) return false;
     bool stream, p;
     if (!get_bool(doc, "stream", &stream, &p, e)) return false;
     if (p && stream) out->stream = QTTS_STREAM_AUDIO;
@@ -728,7 +733,7 @@ bool qtts_parse_native_tts(const char *body, size_t len, const qtts_model_desc *
         "stream", "seed", "greedy", "do_sample", "top_k", "top_p", "temperature",
         "repetition_penalty", "subtalker_do_sample", "subtalker_top_k", "subtalker_top_p",
         "subtalker_temperature", "max_frames", "ref_audio", "ref_text", "voice_profile",
-        "x_vector_only", NULL};
+        "x_vector_only", "speed", NULL};
     speech_init(out);
     qtts_json *doc;
     if (!parse_object(body, len, allowed, &doc, e)) return finish(NULL, false, lim, out);

@@ -1161,7 +1161,10 @@ static bool post_speech(conn *c, const http_request *hr, size_t head_len, int ep
     }
     j->req = sp.req;
     j->limit_is_error = sp.limit_is_error;
-    j->out_max = ((size_t)sp.max_frames + 2) * SAMPLES_PER_FRAME * 2;
+    /* 16-bit samples of the frame budget, 1/speed as many after a tempo
+     * change (one frame of slack for its rounding) */
+    const double stretch = sp.req.speed > 0 ? 1.0 / sp.req.speed : 1.0;
+    j->out_max = (size_t)ceil(((double)sp.max_frames + 3) * SAMPLES_PER_FRAME * stretch) * 2;
     qtts_submit_result sr = qtts_sched_submit(s->sched, j);
     if (sr != QTTS_SUBMIT_OK) {
         qtts_job_destroy(j);

@@ -7,8 +7,8 @@
 Starts the server on the tiny CustomVoice model with an API key, then:
 whole-body wav and pcm through client.audio.speech.create; the same audio
 streamed through with_streaming_response (stream_format audio and sse);
-flac; the client's own error classes for a bad voice (400), a bad key (401)
-and an unsupported speed. Prints "test_openai_client: N passed, N failed".
+flac; speed 1.5 (1/1.5 of the samples, streamed == whole); the client's own
+error classes for a bad voice (400), a bad key (401) and a speed out of range. Prints "test_openai_client: N passed, N failed".
 """
 import argparse
 import base64
@@ -111,11 +111,23 @@ def main():
                 return
             raise AssertionError("no error")
 
-        def unsupported_speed():
+        def speed():
+            # the same frames at 1.5x the tempo: 1/1.5 of the samples, streamed or not
+            r = client.audio.speech.create(model="qwen3-tts", voice="vivian", input=TEXT,
+                                           response_format="pcm", speed=1.5)
+            want = len(state["pcm"]) / 1.5
+            assert abs(len(r.content) - want) <= 0.02 * want, (len(r.content), want)
+            with client.audio.speech.with_streaming_response.create(
+                    model="qwen3-tts", voice="vivian", input=TEXT, response_format="pcm", speed=1.5,
+                    extra_body={"stream_format": "audio"}) as s:
+                data = b"".join(s.iter_bytes())
+            assert data == r.content, (len(data), len(r.content))
+
+        def speed_out_of_range():
             try:
-                client.audio.speech.create(model="qwen3-tts", voice="vivian", input=TEXT, speed=1.5)
+                client.audio.speech.create(model="qwen3-tts", voice="vivian", input=TEXT, speed=4.5)
             except openai.BadRequestError as e:
-                assert e.body["param"] == "speed", e.body
+                assert e.body["param"] == "speed" and e.body["code"] == "invalid_value", e.body
                 return
             raise AssertionError("no error")
 
@@ -135,7 +147,7 @@ def main():
         for name, fn in [("whole_wav", whole_wav), ("whole_pcm", whole_pcm), ("streamed_pcm", streamed_pcm),
                          ("streamed_wav_default_format", streamed_wav_default_format),
                          ("streamed_sse", streamed_sse), ("flac", flac), ("bad_voice", bad_voice),
-                         ("unsupported_speed", unsupported_speed), ("bad_key", bad_key),
+                         ("speed", speed), ("speed_out_of_range", speed_out_of_range), ("bad_key", bad_key),
                          ("models_list", models_list)]:
             if name != "whole_wav" and "pcm" not in state:
                 break

@@ -76,6 +76,20 @@ static void test_openai_minimal(void) {
     REQUIRE(r.ok, "%s", r.e.message);
     CHECK(r.sp.format == QTTS_FMT_PCM && r.sp.stream == QTTS_STREAM_SSE, "format/stream");
     CHECK(r.sp.instruct_ignored && r.sp.req.instruct, "0.6B CustomVoice ignores instructions");
+    CHECK(r.sp.req.speed == 1.0f, "speed %g", r.sp.req.speed);
+    qtts_speech_free(&r.sp);
+    /* speed: OpenAI's whole range, ends included */
+    const double speeds[] = {0.25, 0.5, 1.5, 4};
+    for (int i = 0; i < 4; i++) {
+        char body[128];
+        snprintf(body, sizeof body, "{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":%g}",
+                 speeds[i]);
+        r = oa(body);
+        CHECK(r.ok && r.sp.req.speed == (float)speeds[i], "speed %g: %s", speeds[i], r.e.message);
+        qtts_speech_free(&r.sp);
+    }
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\"}");
+    CHECK(r.ok && r.sp.req.speed == 0, "no speed: unchanged (0), got %g", r.sp.req.speed);
     qtts_speech_free(&r.sp);
     r = oa("{\"model\":\"qwen3-tts\",\"input\":\"x\",\"voice\":\"ryan\",\"response_format\":\"flac\",\"stream_format\":\"audio\"}");
     CHECK(r.ok && r.sp.format == QTTS_FMT_FLAC && r.sp.stream == QTTS_STREAM_AUDIO, "flac");
@@ -104,9 +118,13 @@ static void test_openai_refusals(void) {
     EXPECT_ERR(r, 400, "voice", "missing_parameter");
     r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"response_format\":\"aac\"}");
     EXPECT_ERR(r, 400, "response_format", "unsupported_response_format");
-    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":1.5}");
-    EXPECT_ERR(r, 400, "speed", "unsupported_value");
     r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":0.1}");
+    EXPECT_ERR(r, 400, "speed", "invalid_value");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":0.2499}");
+    EXPECT_ERR(r, 400, "speed", "invalid_value");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":4.001}");
+    EXPECT_ERR(r, 400, "speed", "invalid_value");
+    r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":-1}");
     EXPECT_ERR(r, 400, "speed", "invalid_value");
     r = oa("{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":\"1\"}");
     EXPECT_ERR(r, 400, "speed", "invalid_type");
@@ -186,9 +204,10 @@ static void test_native_fields(void) {
                 "\"seed\":42,\"max_frames\":50,\"text_mode\":\"streaming\",\"stream\":true,"
                 "\"response_format\":\"pcm\",\"top_k\":10,\"top_p\":0.5,\"temperature\":0.7,"
                 "\"repetition_penalty\":1.1,\"subtalker_top_k\":5,\"subtalker_top_p\":0.9,"
-                "\"subtalker_temperature\":0.8}");
+                "\"subtalker_temperature\":0.8,\"speed\":1.25}");
     REQUIRE(r.ok, "%s", r.e.message);
     qtts_request *q = &r.sp.req;
+    CHECK(q->speed == 1.25f, "speed %g", q->speed);
     CHECK(strcmp(q->speaker, "ryan") == 0 && strcmp(q->language, "english") == 0, "names");
     CHECK(q->do_sample == 0 && q->subtalker_do_sample == 0, "greedy");
     CHECK(q->seed == 42 && q->top_k == 10 && q->subtalker_top_k == 5, "ints");
@@ -203,6 +222,8 @@ static void test_native_fields(void) {
     CHECK(strstr(r.e.message, "auto, english, chinese") != NULL, "lists languages: %s", r.e.message);
     r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"seed\":-1}");
     EXPECT_ERR(r, 400, "seed", "invalid_value");
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"speed\":5}");
+    EXPECT_ERR(r, 400, "speed", "invalid_value");
     r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"seed\":1.5}");
     EXPECT_ERR(r, 400, "seed", "invalid_value");
     r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"seed\":99999999999999999999}");

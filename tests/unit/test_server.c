@@ -86,18 +86,21 @@ static bool wait_metric_at_least(const char *name, double want, double timeout_s
 typedef struct {
     const char *text, *speaker;
     bytes pcm;        /* greedy s16le */
+    float speed;      /* 0: unchanged */
 } ref_case;
 
 static ref_case g_refs[] = {
-    {"Hello world.", "vivian", {0}},
-    {"Hi.", "vivian", {0}},
-    {"Hi.", "eric", {0}},
-    {"A", "vivian", {0}},
-    {"Good morning, everyone.", "ryan", {0}},
-    {"Good morning, everyone.", "eric", {0}},
-    {"A", "serena", {0}},   /* the long request of send_long() */
+    {"Hello world.", "vivian", {0}, 0},
+    {"Hi.", "vivian", {0}, 0},
+    {"Hi.", "eric", {0}, 0},
+    {"A", "vivian", {0}, 0},
+    {"Good morning, everyone.", "ryan", {0}, 0},
+    {"Good morning, everyone.", "eric", {0}, 0},
+    {"A", "serena", {0}, 0},   /* the long request of send_long() */
+    {"Good morning, everyone.", "ryan", {0}, 2.0f},
 };
 #define LONG_REF 6
+#define SPEED_REF 7         /* g_refs[4] at speed 2 */
 #define N_REFS ((int)(sizeof g_refs / sizeof g_refs[0]))
 
 /* Seconds the long request took in make_refs (this build, this machine):
@@ -120,6 +123,7 @@ static bool make_refs(void) {
         q.text = g_refs[i].text;
         q.speaker = g_refs[i].speaker;
         q.do_sample = q.subtalker_do_sample = 0;
+        q.speed = g_refs[i].speed;
         q.on_audio = ref_sink;
         q.user = &g_refs[i].pcm;
         double t0 = qtts_now();
@@ -180,7 +184,7 @@ static void test_error_statuses(void) {
         {"POST", "/v1/audio/speech", "application/json", "{", 400, "invalid_json"},
         {"POST", "/v1/audio/speech", "application/json", "{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"foo\":1}", 400, "unknown_parameter"},
         {"POST", "/v1/audio/speech", "application/json", "{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"nobody\"}", 400, "invalid_value"},
-        {"POST", "/v1/audio/speech", "application/json", "{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":2}", 400, "unsupported_value"},
+        {"POST", "/v1/audio/speech", "application/json", "{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"speed\":4.5}", 400, "invalid_value"},
         {"POST", "/v1/audio/speech", "application/json", "{\"model\":\"tts-1\",\"input\":\"x\",\"voice\":\"ryan\",\"response_format\":\"aac\"}", 400, "unsupported_response_format"},
         {"POST", "/v1/audio/speech", "text/plain", "hello", 415, "unsupported_media_type"},
         {"POST", "/v1/tts", "application/json", "{\"text\":\"x\",\"speaker\":\"ryan\",\"ref_audio\":\"AAAA\"}", 400, "unsupported_feature"},
@@ -337,6 +341,45 @@ static void test_speech_formats(void) {
     resp_free(&w);
 }
 
+/* speed: the in-process engine's audio, whole and streamed, through both
+ * endpoints; the same frames as at speed 1, about half the samples. */
+static void test_speed(void) {
+    const ref_case *one = &g_refs[4], *two = &g_refs[SPEED_REF];
+    CHECK(fabs((double)two->pcm.n - one->pcm.n / 2.0) <= 0.05 * one->pcm.n / 2.0,
+          "speed 2: %zu bytes for %zu at speed 1", two->pcm.n, one->pcm.n);
+    const char *bodies[] = {
+        "{\"text\":\"Good morning, everyone.\",\"speaker\":\"ryan\",\"greedy\":true,\"speed\":2}",
+        "{\"text\":\"Good morning, everyone.\",\"speaker\":\"ryan\",\"greedy\":true,\"speed\":2,"
+        "\"stream\":true,\"response_format\":\"pcm\"}",
+    };
+    char f1[32] = "", f2[32] = "";
+    for (int i = 0; i < 2; i++) {
+        resp r = post("/v1/tts", bodies[i]);
+        const uint8_t *pcm = r.body;
+        size_t n = r.body_len;
+        REQUIRE(r.status == 200 && (i == 1 || wav_pcm(&r, &pcm, &n)), "status %d %s", r.status,
+                r.body ? (char *)r.body : "");
+        CHECK(n == two->pcm.n && memcmp(pcm, two->pcm.p, n) == 0,
+              "%s: server audio at speed 2 differs from qtts_synthesize (%zu vs %zu bytes)",
+              i ? "streamed" : "whole", n, two->pcm.n);
+        if (i == 0) hdr(&r, "X-Audio-Frames", f2, sizeof f2);
+        resp_free(&r);
+    }
+    resp r = post("/v1/tts", tts_body(one->text, one->speaker, NULL));
+    hdr(&r, "X-Audio-Frames", f1, sizeof f1);
+    CHECK(f1[0] && !strcmp(f1, f2), "frames at speed 1 '%s', at speed 2 '%s'", f1, f2);
+    resp_free(&r);
+    /* OpenAI's endpoint takes it too (its sampling is the model's, so only
+     * the length is compared with its own speed-1 answer) */
+    resp a = oa_req(NULL), b = oa_req(",\"speed\":0.5");
+    CHECK(a.status == 200 && b.status == 200, "openai speed: %d %d", a.status, b.status);
+    if (a.status == 200 && b.status == 200)
+        CHECK(fabs((double)(b.body_len - 44) - 2.0 * (a.body_len - 44)) <= 0.05 * 2.0 * (a.body_len - 44),
+              "speed 0.5: %zu bytes for %zu", b.body_len, a.body_len);
+    resp_free(&a);
+    resp_free(&b);
+}
+
 static void test_greedy_matches_synthesize_and_cli(void) {
     for (int i = 0; i < 2; i++) {
         resp r = post("/v1/tts", tts_body(g_refs[i].text, g_refs[i].speaker, NULL));
@@ -368,7 +411,6 @@ static void test_greedy_matches_synthesize_and_cli(void) {
 
 typedef struct {
     int ref;
-    const char *more;
     resp r;
     pthread_barrier_t *bar;
 } job_arg;
@@ -376,15 +418,18 @@ typedef struct {
 static void *job_thread(void *arg) {
     job_arg *a = arg;
     if (a->bar) pthread_barrier_wait(a->bar);
-    a->r = post("/v1/tts", tts_body(g_refs[a->ref].text, g_refs[a->ref].speaker, a->more));
+    char more[64] = "";
+    if (g_refs[a->ref].speed) snprintf(more, sizeof more, "\"speed\":%g", g_refs[a->ref].speed);
+    a->r = post("/v1/tts", tts_body(g_refs[a->ref].text, g_refs[a->ref].speaker, more[0] ? more : NULL));
     return NULL;
 }
 
 static void test_batch_byte_identical(void) {
-    /* Five concurrent greedy requests on four slots: the fifth joins when
-     * the first slot frees. Each must equal its solo reference. */
-    enum { N = 5 };
-    int which[N] = {1, 2, 3, 4, 5};
+    /* Six concurrent greedy requests on four slots (one with a speed
+     * change): the others join as slots free. Each must equal its solo
+     * reference. */
+    enum { N = 6 };
+    int which[N] = {1, 2, 3, 4, 5, SPEED_REF};
     job_arg a[N];
     pthread_t th[N];
     pthread_barrier_t bar;
@@ -886,6 +931,7 @@ int main(void) {
     TEST_RUN(test_error_statuses);
     TEST_RUN(test_speech_formats);
     TEST_RUN(test_greedy_matches_synthesize_and_cli);
+    TEST_RUN(test_speed);
     TEST_RUN(test_batch_byte_identical);
     TEST_RUN(test_keep_alive_and_pipelining);
     TEST_RUN(test_half_close_completes);

@@ -15,10 +15,17 @@
  *   - in-context cloning (base06) keeps window delivery: audio only at
  *     finish, the same samples;
  *   - out-of-range settings are refused before anything runs; a callback
- *     that cancels from a streamed push fails the request.
+ *     that cancels from a streamed push fails the request;
+ *   - speed (tempo at the same pitch): the same codes as without it, 1/speed
+ *     of the samples, exactly the plain audio through io/stretch.h in one
+ *     piece, streamed == window delivery bit for bit (past a window restart
+ *     too), result.n_samples counts what was delivered; in-context
+ *     cloning too; out-of-range speeds refused; cancelling from a callback
+ *     fed by the tempo change works.
  */
 #include "harness.h"
 #include "qwen3_tts.h"
+#include "io/stretch.h"
 
 #define MODELS QTTS_FIXTURES "/models"
 #define SPF 1920
@@ -234,8 +241,121 @@ static void test_stream_clone_and_limits(void) {
     qtts_engine_close(e);
 }
 
+static void test_speed(void) {
+    qtts_engine_options o;
+    qtts_engine_options_init(&o);
+    o.n_threads = 2;
+    qtts_engine *e = NULL;
+    qtts_error err = {0};
+    REQUIRE(!qtts_engine_open(MODELS "/cv06", &o, &e, &err), "%s", err.msg);
+    qtts_session *ses = qtts_session_new(e, &err);
+    qtts_request r;
+    qtts_request_init(&r);
+    r.text = "A longer request that goes past the first decode window, at another speed.";
+    r.speaker = "vivian";
+    r.do_sample = 1;
+    r.seed = 3;
+    r.max_new_tokens = 320;
+    sink plain;
+    REQUIRE(!run(ses, r, 0, 0, &plain, &err), "%s", err.msg);
+    CHECK(plain.frames > 300, "only %d frames (want a window restart)", plain.frames);
+    const float speeds[] = {0.5f, 3.0f};
+    for (int i = 0; i < 2; i++) {
+        r.speed = speeds[i];
+        sink w, st;
+        qtts_result res;
+        memset(&w, 0, sizeof w);
+        r.on_audio = on_audio;
+        r.on_frame = on_frame;
+        r.user = &w;
+        CHECK(!qtts_synthesize(ses, &r, &res, &err), "speed %g: %s", speeds[i], err.msg);
+        CHECK(res.n_samples == w.n, "speed %g: result says %zu samples, %zu delivered", speeds[i],
+              res.n_samples, w.n);
+        CHECK(w.frames == plain.frames &&
+                  !memcmp(w.codes, plain.codes, sizeof(int32_t) * QTTS_NUM_CODEBOOKS * (size_t)w.frames),
+              "speed %g: the codes changed", speeds[i]);
+        const double want = (double)plain.n / speeds[i];
+        CHECK(fabs((double)w.n - want) <= 0.03 * want, "speed %g: %zu samples, want ~%.0f", speeds[i],
+              w.n, want);
+        /* exactly the plain audio through the tempo change in one piece */
+        qtts_stretch *ts = NULL;
+        sink direct = {0};
+        REQUIRE(!qtts_stretch_new(24000, speeds[i], &ts, &err), "%s", err.msg);
+        CHECK(!qtts_stretch_push(ts, plain.pcm, plain.n, on_audio, &direct, &err) &&
+                  !qtts_stretch_finish(ts, on_audio, &direct, &err),
+              "%s", err.msg);
+        CHECK(direct.n == w.n && !memcmp(direct.pcm, w.pcm, sizeof(float) * w.n),
+              "speed %g: %zu samples, the plain audio stretched in one piece %zu", speeds[i], w.n,
+              direct.n);
+        qtts_stretch_free(ts);
+        sink_free(&direct);
+        static const int settings[][2] = {{1, 0}, {12, 0}};
+        for (int k = 0; k < 2; k++) {
+            CHECK(!run(ses, r, settings[k][0], settings[k][1], &st, &err), "%s", err.msg);
+            CHECK(same(&st, &w), "speed %g chunk %d: streamed %zu samples, window %zu", speeds[i],
+                  settings[k][0], st.n, w.n);
+            sink_free(&st);
+        }
+        sink_free(&w);
+    }
+    sink_free(&plain);
+
+    /* refused before anything runs */
+    const float bad[] = {5.0f, 0.2f, -1.0f, NAN, INFINITY};
+    for (int i = 0; i < 5; i++) {
+        r.speed = bad[i];
+        sink b;
+        CHECK(run(ses, r, 0, 0, &b, &err) == QTTS_ERR_INVALID && !b.frames && strstr(err.msg, "speed"),
+              "speed %g: %s", bad[i], err.msg);
+        sink_free(&b);
+    }
+    /* a callback fed by the tempo change cancels */
+    r.speed = 2.0f;
+    r.max_new_tokens = 60;
+    sink c = {0};
+    c.cancel_at = 2;
+    r.stream_chunk_frames = 4;
+    r.on_audio = on_audio;
+    r.on_frame = on_frame;
+    r.user = &c;
+    qtts_status stc = qtts_synthesize(ses, &r, NULL, &err);
+    CHECK(stc == QTTS_ERR_CANCELLED && c.calls == 2 && c.frames < 60, "cancel: %d (%s), %d calls", stc,
+          err.msg, c.calls);
+    sink_free(&c);
+    qtts_session_free(ses);
+    qtts_engine_close(e);
+
+    /* in-context cloning: decoded at finish, trimmed, then changed */
+    REQUIRE(!qtts_engine_open(MODELS "/base06", &o, &e, &err), "%s", err.msg);
+    FILE *f = fopen(QTTS_FIXTURES "/audio/ref_24k_mono.wav", "rb");
+    REQUIRE(f, "reference audio");
+    static unsigned char wav[1 << 21];
+    size_t wl = fread(wav, 1, sizeof wav, f);
+    fclose(f);
+    ses = qtts_session_new(e, &err);
+    qtts_request_init(&r);
+    r.text = "Cloned voice, a little faster.";
+    r.ref_audio = wav;
+    r.ref_audio_len = wl;
+    r.ref_text = "This is the reference transcript.";
+    r.do_sample = 0;
+    r.subtalker_do_sample = 0;
+    r.max_new_tokens = 40;
+    sink a, b;
+    REQUIRE(!run(ses, r, 0, 0, &a, &err), "%s", err.msg);
+    r.speed = 1.25f;
+    CHECK(!run(ses, r, 0, 0, &b, &err), "%s", err.msg);
+    CHECK(b.frames == a.frames && fabs((double)b.n - a.n / 1.25) <= 0.03 * a.n / 1.25,
+          "clone at 1.25: %zu samples for %zu, %d/%d frames", b.n, a.n, b.frames, a.frames);
+    sink_free(&a);
+    sink_free(&b);
+    qtts_session_free(ses);
+    qtts_engine_close(e);
+}
+
 int main(void) {
     TEST_RUN(test_stream_exact);
     TEST_RUN(test_stream_clone_and_limits);
+    TEST_RUN(test_speed);
     TEST_END();
 }
