@@ -55,6 +55,7 @@ ifneq ($(filter x86_64%,$(TARGET_MACHINE)),)
 $(BUILD)/%_avx2.o:    ISA_FLAGS = -mavx2 -mfma -mf16c
 $(BUILD)/%_avxvnni.o: ISA_FLAGS = -mavx2 -mfma -mf16c -mavxvnni
 $(BUILD)/%_avx512.o:  ISA_FLAGS = -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+$(BUILD)/%_avx512bf16.o: ISA_FLAGS = -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512bf16
 endif
 ifneq ($(filter aarch64%,$(TARGET_MACHINE)),)
 $(BUILD)/%_neondot.o: ISA_FLAGS = -march=armv8.2-a+dotprod

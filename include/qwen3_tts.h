@@ -73,6 +73,11 @@ typedef struct {
      * differ from the exact bf16/fp32 path (measured error in QUANT.md). */
     const char *quant_talker;
     const char *quant_cp;
+    /* The codec decoder's convolutions: NULL, "" or "fp32" exact (the
+     * default); "bf16" rounds their weights and inputs to bf16 and sums in
+     * fp32, about 1.8x faster (CPU backend, CPUs with AVX512-BF16 only:
+     * QTTS_ERR_UNSUPPORTED elsewhere). Lossy: docs/QUANT.md. */
+    const char *codec;
 } qtts_engine_options;
 
 void qtts_engine_options_init(qtts_engine_options *o);
@@ -96,6 +101,7 @@ typedef struct {
     bool honours_instruct;     /* false for 0.6B CustomVoice and Base */
     const char *quant_talker;  /* weight format as loaded: "none", "int8" or "int4" */
     const char *quant_cp;
+    const char *codec;         /* codec decoder convolutions: "fp32" or "bf16" */
 } qtts_model_info;
 
 void qtts_engine_info(const qtts_engine *e, qtts_model_info *info);

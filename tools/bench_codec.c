@@ -23,7 +23,10 @@
  *
  *   bench_codec [--model DIR] [--frames 24] [--threads 1,2] [--runs 3]
  *               [--no-convs] [--no-stream] [--stream-frames 48]
- *               [--push 1,4,24]
+ *               [--push 1,4,24] [--bf16]
+ *
+ * --bf16 runs the decoder with bf16 convolutions (qtts_codec_decoder_to_bf16)
+ * and first reports their error against the fp32 decoder on the same codes.
  *
  * --frames 24 is the run size qtts_codec_decode streams in
  * (QTTS_CODEC_STREAM_FRAMES). On a shared machine the cpu-ms figures (CPU
@@ -380,7 +383,7 @@ int main(int argc, char **argv) {
     const char *model = NULL;
     int frames = 24, runs = 3, threads[8] = {1, 2}, n_threads = 2;
     int stream_frames = 48, pushes[8] = {1, 4, 24}, n_pushes = 3;
-    bool convs = true, stream = true;
+    bool convs = true, stream = true, bf16 = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--model") && v) model = v, i++;
@@ -389,12 +392,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads") && v) n_threads = parse_list(v, threads, 8), i++;
         else if (!strcmp(a, "--no-convs")) convs = false;
         else if (!strcmp(a, "--no-stream")) stream = false;
+        else if (!strcmp(a, "--bf16")) bf16 = true;
         else if (!strcmp(a, "--stream-frames") && v) stream_frames = atoi(v), i++;
         else if (!strcmp(a, "--push") && v) n_pushes = parse_list(v, pushes, 8), i++;
         else {
             fprintf(stderr, "usage: bench_codec [--model DIR] [--frames N] [--threads 1,2] "
                             "[--runs N] [--no-convs] [--no-stream] [--stream-frames N] "
-                            "[--push 1,4,24]\n");
+                            "[--push 1,4,24] [--bf16]\n");
             return 2;
         }
     }
@@ -411,8 +415,40 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_codec: %s: %s\n", model, err.msg);
         return 1;
     }
-    printf("codec decoder %s: latent %d, decoder_dim %d, %d samples/frame; conv kernels %s\n",
-           model, d->latent, d->dec_dim, d->upsample, qtts_conv_isa_name());
+    if (bf16 && qtts_codec_decoder_to_bf16(d, &err) != QTTS_OK) {
+        fprintf(stderr, "bench_codec: %s\n", err.msg);
+        return 1;
+    }
+    if (bf16) { /* the error of the bf16 convs: the same codes through an fp32 decoder */
+        qtts_codec_decoder *ref = NULL;
+        const int T = 48;
+        int32_t *codes = random_codes(d, T);
+        float *a = qtts_aligned_alloc(sizeof(float) * (size_t)T * d->upsample),
+              *b = qtts_aligned_alloc(sizeof(float) * (size_t)T * d->upsample);
+        if (qtts_codec_decoder_load(model, &cfg, &ref, &err) != QTTS_OK ||
+            qtts_codec_decode(ref, codes, T, a, &err) != QTTS_OK ||
+            qtts_codec_decode(d, codes, T, b, &err) != QTTS_OK) {
+            fprintf(stderr, "bench_codec: %s\n", err.msg);
+            return 1;
+        }
+        double sig = 0, noise = 0, worst = 0;
+        for (size_t i = 0; i < (size_t)T * d->upsample; i++) {
+            sig += (double)a[i] * a[i];
+            noise += ((double)b[i] - a[i]) * ((double)b[i] - a[i]);
+            worst = fmax(worst, fabs((double)b[i] - a[i]));
+        }
+        const double n = (double)T * d->upsample;
+        printf("bf16 convs against the fp32 decoder, %d frames of random codes: SNR %.1f dB, "
+               "rms error %.2e (signal rms %.2e), max |error| %.2e\n",
+               T, 10 * log10(sig / fmax(noise, 1e-300)), sqrt(noise / n), sqrt(sig / n), worst);
+        qtts_codec_decoder_free(ref);
+        qtts_free(a);
+        qtts_free(b);
+        free(codes);
+    }
+    printf("codec decoder %s: latent %d, decoder_dim %d, %d samples/frame; conv kernels %s%s\n",
+           model, d->latent, d->dec_dim, d->upsample, qtts_conv_isa_name(),
+           bf16 ? " (convs bf16)" : "");
     printf("conv work: %.2f GFLOP per frame (%.1f GFLOP per s of audio)\n",
            2 * decoder_macs(d, frames) / frames / 1e9, 2 * decoder_macs(d, frames) / frames * 12.5 / 1e9);
     for (int ti = 0; ti < n_threads; ti++) {

@@ -68,6 +68,7 @@ struct qtts_engine {
     qtts_spk_enc *spk;             /* Base models: speaker encoder (x-vector) */
     qtts_codec_encoder *cenc;      /* Base models: codec encoder (reference codes) */
     qtts_backend *backend;         /* runs the decode-time stages */
+    bool codec_bf16;               /* the codec's convs run in bf16 (options.codec) */
     int n_threads;
     qtts_engine_stats *stats;      /* bench only (engine_internal.h); NULL normally */
 };
@@ -157,6 +158,14 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
         return qtts_fail(err, QTTS_ERR_INVALID,
                          "unknown code-predictor weight format '%.32s' (none, int8, int4)",
                          opts->quant_cp);
+    const bool codec_bf16 = opts->codec && !strcmp(opts->codec, "bf16");
+    if (opts->codec && *opts->codec && !codec_bf16 && strcmp(opts->codec, "fp32"))
+        return qtts_fail(err, QTTS_ERR_INVALID, "unknown codec format '%.32s' (fp32, bf16)",
+                         opts->codec);
+    if (codec_bf16 && opts->backend && strcmp(opts->backend, "cpu"))
+        return qtts_fail(err, QTTS_ERR_INVALID,
+                         "the bf16 codec is a CPU option; backend '%.32s' decodes on its own",
+                         opts->backend);
     qtts_engine *e = qtts_calloc(1, sizeof *e);
     if (!e) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
     qtts_status st;
@@ -172,6 +181,8 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
      * blocks are all checked at open) or quantized. */
     if ((st = qtts_codec_decoder_load(dir, &e->cfg, &e->codec, err))) goto fail;
     release_codec_pages(e->codec);
+    if (codec_bf16 && (st = qtts_codec_decoder_to_bf16(e->codec, err))) goto fail;
+    e->codec_bf16 = codec_bf16;
     if ((st = qtts_st_set_open(dir, "model", &e->weights, err))) goto fail;
     if ((st = qtts_talker_load_quant(&e->cfg, e->weights, &quant, &e->talker, err))) goto fail;
     if (e->cfg.model_type == QTTS_MODEL_BASE) {
@@ -215,6 +226,7 @@ void qtts_engine_info(const qtts_engine *e, qtts_model_info *info) {
     info->honours_instruct = qtts_prompt_instruct_honoured(c);
     info->quant_talker = qtts_quant_name(e->talker->quant.talker);
     info->quant_cp = qtts_quant_name(e->talker->quant.cp);
+    info->codec = e->codec_bf16 ? "bf16" : "fp32";
 }
 
 /* ==== bench hooks (engine_internal.h) ==================================== */

@@ -29,6 +29,11 @@
  * one tile and one row group at a time with buffers on the stack: slower,
  * same bits.
  *
+ * A conv converted to bf16 (qtts_conv1d_to_bf16) takes the same blocking
+ * with the bf16 table's tile: its panels hold pairs of reduction rows as
+ * bf16 words (packed by the table, which rounds), its weights pairs too,
+ * and K blocks start at even rows.
+ *
  * SnakeBeta runs row by row on the ISA's row function, rows split over the
  * pool.
  */
@@ -141,6 +146,44 @@ const qtts_conv_isa *qtts_conv_isa_active(void) {
 
 const char *qtts_conv_isa_name(void) { return qtts_conv_isa_active()->name; }
 
+/* The bf16 table this CPU runs, or NULL. */
+static const qtts_conv_bf16_isa *bf16_table(void) {
+#if defined(__x86_64__)
+    if (qtts_cpu_avx512bf16()) return &qtts_conv_bf16_avx512;
+#endif
+    return NULL;
+}
+
+bool qtts_conv_bf16_usable(void) { return bf16_table() != NULL; }
+
+/* fp32 -> bf16, round to nearest even (NaN stays a quiet NaN), as
+ * VCVTNE2PS2BF16 rounds. */
+static uint32_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+bool qtts_conv1d_to_bf16(qtts_conv1d *c) {
+    if (!c->w || !bf16_table()) return false;
+    const int K = c->taps * c->cin, K2 = (K + 1) / 2, groups = (c->cout + MR - 1) / MR;
+    uint32_t *wb = qtts_aligned_alloc(sizeof(uint32_t) * (size_t)groups * K2 * MR);
+    if (!wb) return false;
+    for (int g = 0; g < groups; g++)
+        for (int p = 0; p < K2; p++)
+            for (int r = 0; r < MR; r++) {
+                const float *wg = c->w + (size_t)g * K * MR;
+                const uint32_t lo = to_bf16(wg[(size_t)2 * p * MR + r]);
+                const uint32_t hi = 2 * p + 1 < K ? to_bf16(wg[(size_t)(2 * p + 1) * MR + r]) : 0;
+                wb[((size_t)g * K2 + p) * MR + r] = lo | hi << 16;
+            }
+    qtts_free(c->w);
+    c->w = NULL;
+    c->wb = wb;
+    return true;
+}
+
 /* ==== workspace ============================================================ */
 
 struct qtts_conv_ws {
@@ -191,7 +234,10 @@ static void slot_release(qtts_conv_ws *ws, int s) {
 /* ==== the conv ============================================================= */
 
 typedef struct {
-    const qtts_conv_isa *isa;
+    const qtts_conv_isa *isa;         /* the fp32 table, or NULL with bf */
+    const qtts_conv_bf16_isa *bf;     /* the bf16 table when c has bf16 weights */
+    int nr;                           /* the table's tile columns */
+    void (*tile)(const qtts_conv_tile *t);
     const qtts_conv1d *c;
     float *y;
     size_t ldy;
@@ -208,7 +254,7 @@ typedef struct {
  * zero past column n. Each input row is read once, left to right across
  * the tiles (sequential for the prefetchers, one page walk per row). */
 static void pack_panels(const conv_job *j, float *xp, int kk0, int kc, int t0, int t1) {
-    const int nr = j->isa->nr, cin = j->c->cin, taps = j->c->taps, dil = j->c->dil;
+    const int nr = j->nr, cin = j->c->cin, taps = j->c->taps, dil = j->c->dil;
     const size_t tile_floats = (size_t)kc * nr;
     const int c0 = t0 * nr, c1 = QTTS_MIN(t1 * nr, j->n);
     int tap = kk0 / cin, ci = kk0 % cin;
@@ -238,42 +284,77 @@ static void pack_panels(const conv_job *j, float *xp, int kk0, int kc, int t0, i
     }
 }
 
+/* The bf16 form of pack_panels: pair rows p of rows kk0 + 2p, kk0 + 2p + 1
+ * (the second zero past K), xb[tile][(kc+1)/2][nr] words. */
+static void pack_panels_bf16(const conv_job *j, uint32_t *xb, int kk0, int kc, int t0, int t1) {
+    const int nr = j->nr, cin = j->c->cin, taps = j->c->taps, dil = j->c->dil;
+    const int kp = (kc + 1) / 2;
+    const size_t tile_words = (size_t)kp * nr;
+    const int c0 = t0 * nr, c1 = QTTS_MIN(t1 * nr, j->n);
+    int tap = kk0 / cin, ci = kk0 % cin;
+    int ptap = (kk0 + PACK_AHEAD) / cin, pci = (kk0 + PACK_AHEAD) % cin;
+    for (int i = 0; i < kc; i += 2) {
+        const float *src[2] = {NULL, NULL};
+        for (int h = 0; h < 2 && i + h < kc; h++) {
+            src[h] = j->x + (size_t)ci * j->ldx - (ptrdiff_t)(taps - 1 - tap) * dil;
+            if (i + h + PACK_AHEAD < kc) {
+                const char *p = (const char *)(j->x + (size_t)pci * j->ldx + c0 -
+                                               (ptrdiff_t)(taps - 1 - ptap) * dil);
+                for (int b = 0; b < (c1 - c0) * (int)sizeof(float); b += 64) __builtin_prefetch(p + b);
+                if (++pci == cin) pci = 0, ptap++;
+            }
+            if (++ci == cin) ci = 0, tap++;
+        }
+        uint32_t *dst = xb + (size_t)(i / 2) * nr;
+        for (int ti = t0; ti < t1; ti++, dst += tile_words) {
+            const int col = ti * nr, cols = QTTS_MIN(nr, j->n - col);
+            j->bf->pack_pair(dst, src[0] + col, src[1] ? src[1] + col : NULL, cols, nr);
+        }
+    }
+}
+
 /* Groups g0..g1-1 x tiles t0..t1-1 with accumulators acc (groups x tiles
- * x 8 x nr) and panels xp (tiles x kc x nr). */
+ * x 8 x nr) and panels xp (tiles x kc x nr; bf16: words, half as many rows). */
 static void conv_block(const conv_job *j, int g0, int g1, int t0, int t1, float *acc, float *xp) {
     const qtts_conv1d *c = j->c;
-    const int nr = j->isa->nr, kc = j->kc, ntl = t1 - t0;
+    const int nr = j->nr, kc = j->kc, ntl = t1 - t0, K2 = (j->K + 1) / 2;
     for (int kb = 0; kb < j->nkb; kb++) {
-        const int kk0 = kb * kc, kcb = QTTS_MIN(kc, j->K - kk0);
+        const int kk0 = kb * kc, kcb = QTTS_MIN(kc, j->K - kk0), kp = (kcb + 1) / 2;
         const bool last = kb == j->nkb - 1;
-        pack_panels(j, xp, kk0, kcb, t0, t1);
+        if (j->bf) pack_panels_bf16(j, (uint32_t *)xp, kk0, kcb, t0, t1);
+        else pack_panels(j, xp, kk0, kcb, t0, t1);
         for (int ti = t0; ti < t1; ti++) {
             const int col = ti * nr, cols = QTTS_MIN(nr, j->n - col);
             for (int g = g0; g < g1; g++) {
                 const int row = g * MR;
                 qtts_conv_tile t = {
-                    .w = c->w + ((size_t)g * j->K + kk0) * MR,
-                    .xp = xp + (size_t)(ti - t0) * kcb * nr,
-                    .kc = kcb,
+                    .kc = j->bf ? kp : kcb,
                     .acc = acc + ((size_t)(g - g0) * ntl + (ti - t0)) * MR * nr,
                     .load = kb > 0,
                     .rows = QTTS_MIN(MR, c->cout - row),
                     .cols = cols,
                 };
+                if (j->bf) {
+                    t.wb = c->wb + ((size_t)g * K2 + kk0 / 2) * MR;
+                    t.xb = (const uint32_t *)xp + (size_t)(ti - t0) * kp * nr;
+                } else {
+                    t.w = c->w + ((size_t)g * j->K + kk0) * MR;
+                    t.xp = xp + (size_t)(ti - t0) * kcb * nr;
+                }
                 if (last) {
                     t.y = j->y + (size_t)row * j->ldy + col;
                     t.ldy = j->ldy;
                     t.bias = c->bias ? c->bias + row : NULL;
                     t.accumulate = j->accumulate;
                 }
-                j->isa->tile(&t);
+                j->tile(&t);
             }
         }
     }
 }
 
 static size_t task_floats(const conv_job *j) {
-    return (size_t)j->gpt * j->tpt * MR * j->isa->nr + (size_t)j->tpt * j->kc * j->isa->nr;
+    return (size_t)j->gpt * j->tpt * MR * j->nr + (size_t)j->tpt * j->kc * j->nr;
 }
 
 static void conv_task(void *ctx, int task) {
@@ -283,7 +364,7 @@ static void conv_task(void *ctx, int task) {
     const int t0 = nc * j->tpt, t1 = QTTS_MIN(j->ntiles, t0 + j->tpt);
     const int s = slot_claim(j->ws, j->nslots);
     float *acc = j->ws->buf[s];
-    conv_block(j, g0, g1, t0, t1, acc, acc + (size_t)j->gpt * j->tpt * MR * j->isa->nr);
+    conv_block(j, g0, g1, t0, t1, acc, acc + (size_t)j->gpt * j->tpt * MR * j->nr);
     slot_release(j->ws, s);
 }
 
@@ -293,8 +374,12 @@ void qtts_conv1d_run_isa(const qtts_conv_isa *isa, const qtts_conv1d *c, float *
                          const float *x, size_t ldx, int n, bool accumulate, qtts_conv_ws *ws) {
     if (n <= 0) return;
     qtts_conv_isa_active();   /* l2_bytes */
-    const int nr = isa->nr, kc = isa->kc;
-    conv_job j = {.isa = isa, .c = c, .y = y, .ldy = ldy, .x = x, .ldx = ldx, .n = n,
+    /* bf16 weights exist only where bf16_table() is usable (to_bf16) */
+    const qtts_conv_bf16_isa *bf = c->wb ? bf16_table() : NULL;
+    QTTS_ASSERT(bf || c->w);
+    const int nr = bf ? bf->nr : isa->nr, kc = bf ? bf->kc : isa->kc;
+    conv_job j = {.isa = bf ? NULL : isa, .bf = bf, .nr = nr, .tile = bf ? bf->tile : isa->tile,
+                  .c = c, .y = y, .ldy = ldy, .x = x, .ldx = ldx, .n = n,
                   .K = c->taps * c->cin, .ngroups = ceil_div(c->cout, MR),
                   .ntiles = ceil_div(n, nr), .accumulate = accumulate};
     j.nkb = ceil_div(j.K, kc);

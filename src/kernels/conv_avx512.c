@@ -20,10 +20,10 @@
 #include <immintrin.h>
 #include <math.h>
 
-#define NR 48
-#define INLINE static inline __attribute__((always_inline))
+#include "conv_avx512_out.h"
 
-INLINE __mmask16 lanes_below(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+#define NR QTTS_AVX512_NR
+#define INLINE static inline __attribute__((always_inline))
 
 /* NV of the tile's 3 column vectors: a tile with few needed columns (the
  * first frames of a stream give the decoder's early convs 4-32 columns)
@@ -31,7 +31,7 @@ INLINE __mmask16 lanes_below(int n) { return n >= 16 ? (__mmask16)0xffff : (__mm
  * chain whatever NV, so the bits do not depend on it. */
 INLINE void tile_nv(const qtts_conv_tile *t, const int NV) {
     const float *w = t->w, *xp = t->xp;
-    float *acc = t->acc;
+    const float *acc = t->acc;
     __m512 a[8][3];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; r++)
@@ -49,27 +49,7 @@ INLINE void tile_nv(const qtts_conv_tile *t, const int NV) {
             for (int v = 0; v < NV; v++) a[r][v] = _mm512_fmadd_ps(wr, x[v], a[r][v]);
         }
     }
-    /* Through memory, so that the accumulators stay in registers above. */
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; r++)
-#pragma GCC unroll 3
-        for (int v = 0; v < NV; v++) _mm512_store_ps(acc + r * NR + 16 * v, a[r][v]);
-    if (!t->y) return;
-    for (int r = 0; r < t->rows; r++) {
-        float *yr = t->y + (size_t)r * t->ldy;
-        /* the next column tile's rows of y (read when accumulating, and owned
-         * for the store either way) */
-        __builtin_prefetch(yr + NR, 1);
-        __builtin_prefetch(yr + NR + 16, 1);
-        __builtin_prefetch(yr + NR + 32, 1);
-        const __m512 b = _mm512_set1_ps(t->bias ? t->bias[r] : 0.0f);
-        for (int v = 0; v < NV && 16 * v < t->cols; v++) {
-            const __mmask16 m = lanes_below(t->cols - 16 * v);
-            __m512 val = _mm512_add_ps(_mm512_load_ps(acc + r * NR + 16 * v), b);
-            if (t->accumulate) val = _mm512_add_ps(_mm512_maskz_loadu_ps(m, yr + 16 * v), val);
-            _mm512_mask_storeu_ps(yr + 16 * v, m, val);
-        }
-    }
+    qtts_avx512_tile_out(t, a, NV);
 }
 
 static void tile_avx512(const qtts_conv_tile *t) {
@@ -120,7 +100,7 @@ static void snake_avx512(float *y, const float *x, float ea_, float ib_, int n) 
     int i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, snake16(_mm512_loadu_ps(x + i), ea, ib));
     if (i < n) {
-        const __mmask16 m = lanes_below(n - i);
+        const __mmask16 m = qtts_lanes_below(n - i);
         _mm512_mask_storeu_ps(y + i, m, snake16(_mm512_maskz_loadu_ps(m, x + i), ea, ib));
     }
 }

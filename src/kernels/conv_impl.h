@@ -51,6 +51,9 @@
 typedef struct {
     const float *w;      /* [kc][8] packed weights of the group, from kk0 */
     const float *xp;     /* [kc][nr] panel, 64-byte aligned */
+    /* bf16 tiles instead: kc pairs of reduction rows, [kc][8] weight words
+     * and a [kc][nr] panel of words (bf16 of row 2p low, 2p+1 high) */
+    const uint32_t *wb, *xb;
     int kc;
     float *acc;          /* [8][nr] partial sums, 64-byte aligned */
     bool load;           /* start from acc (else from +0) */
@@ -79,6 +82,22 @@ typedef struct {
 extern const qtts_conv_isa qtts_conv_isa_ref;
 #if defined(__x86_64__)
 extern const qtts_conv_isa qtts_conv_isa_avx2, qtts_conv_isa_avx512;
+#endif
+
+/* The bf16 conv (kernels.h) of one instruction set: a tile on word panels
+ * (qtts_conv_tile.wb/xb, kc counted in pairs) and the packing of one pair
+ * of input rows: dst[j] = bf16(a[j]) | bf16(b[j]) << 16 (round to nearest
+ * even) for j < cols, 0 for cols <= j < nr; b NULL reads as zeros. */
+typedef struct {
+    const char *name;
+    int nr;
+    int kc;              /* reduction rows per panel (even) */
+    void (*tile)(const qtts_conv_tile *t);
+    void (*pack_pair)(uint32_t *dst, const float *a, const float *b, int cols, int nr);
+} qtts_conv_bf16_isa;
+
+#if defined(__x86_64__)
+extern const qtts_conv_bf16_isa qtts_conv_bf16_avx512;
 #endif
 
 /* Every table compiled in and usable on this CPU, fastest first, the

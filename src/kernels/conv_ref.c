@@ -113,6 +113,7 @@ void qtts_conv1d_free(qtts_conv1d *c) {
     if (!c) return;
     qtts_free(c->w);
     qtts_free(c->bias);
+    qtts_free(c->wb);
     memset(c, 0, sizeof(*c));
 }
 
@@ -152,6 +153,7 @@ static void conv_tile_edge(const float *restrict wp, const float *restrict x, si
 
 void qtts_conv1d_causal(const qtts_conv1d *c, float *y, size_t ldy, const float *x, size_t ldx,
                         int n, bool accumulate) {
+    QTTS_ASSERT(c->w); /* the fp32 weights (not a conv converted to bf16) */
     const int cout = c->cout, cin = c->cin, taps = c->taps, dil = c->dil;
     const int nblk = (cout + MR - 1) / MR;
     /* Column blocks sized so that one block of input rows (cin x (cb + halo))

@@ -50,7 +50,7 @@ int qtts_isa_compiled(const qtts_isa **out, int cap) {
 
 #if QTTS_ISA_X86
 typedef struct {
-    bool avx2, avxvnni, avx512;
+    bool avx2, avxvnni, avx512, avx512bf16;
 } x86_features;
 
 static x86_features x86_detect(void) {
@@ -69,7 +69,10 @@ static x86_features x86_detect(void) {
     f.avx2 = avx2 && fma && f16c;
     f.avx512 = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl && avx512vnni;
     unsigned a1 = 0;
-    if (__get_cpuid_count(7, 1, &a1, &b, &c, &d)) f.avxvnni = f.avx2 && (a1 & (1u << 4));
+    if (__get_cpuid_count(7, 1, &a1, &b, &c, &d)) {
+        f.avxvnni = f.avx2 && (a1 & (1u << 4));
+        f.avx512bf16 = f.avx512 && (a1 & (1u << 5));
+    }
     return f;
 }
 #endif
@@ -87,6 +90,14 @@ bool qtts_isa_usable(const qtts_isa *isa) {
     if (isa == &qtts_isa_neondot) return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
 #endif
     return false;
+}
+
+bool qtts_cpu_avx512bf16(void) {
+#if QTTS_ISA_X86
+    return x86_detect().avx512bf16;
+#else
+    return false;
+#endif
 }
 
 static const qtts_isa *active;

@@ -118,8 +118,13 @@ float qtts_dot_f32(const float *a, const float *b, int n);
 
 typedef struct {
     int cout, cin, taps, dil;
-    float *w;     /* packed [ceil(cout/MR)][taps][cin][MR], zero rows past cout; owned */
+    float *w;     /* packed [ceil(cout/MR)][taps][cin][MR], zero rows past cout; owned
+                   * (NULL once converted to bf16) */
     float *bias;  /* [cout] owned, or NULL for no bias */
+    /* bf16 form (qtts_conv1d_to_bf16): packed [ceil(cout/MR)][ceil(K/2)][MR]
+     * words, K = taps*cin, each the bf16 weights of reduction rows 2p (low
+     * half) and 2p+1 (high half, 0 past K); owned, or NULL */
+    uint32_t *wb;
 } qtts_conv1d;
 
 /* Pack a torch Conv1d weight w[cout, cin, taps] (+ bias[cout] or NULL)
@@ -195,6 +200,22 @@ void qtts_snake_run(float *y, size_t ldy, const float *x, size_t ldx, const floa
 
 /* The instruction set of qtts_conv1d_run: "avx512", "avx2" or "scalar". */
 const char *qtts_conv_isa_name(void);
+
+/* bf16 convolutions, where the CPU has bf16 dot products (AVX512-BF16):
+ * the weights rounded to bf16 once (half the bytes), each panel of inputs
+ * rounded to bf16 as it is packed, products summed in fp32 two reduction
+ * rows per instruction (VDPBF16PS; about twice the multiply-adds of fp32
+ * FMA per cycle). Lossy: each weight and input within 2^-8 relative (8
+ * significant bits), so each output within about 2^-7 * sum |w x| of the
+ * fp32 conv (typically far less: the roundings are unbiased); the sum
+ * order of a pair is the CPU's, so bits may differ between CPU models. On
+ * one machine every output is still one fixed chain, whatever n, column
+ * position or thread count (streamed == one-shot, batched == alone).
+ * qtts_conv1d_to_bf16 converts c in place (frees the fp32 weights; false,
+ * with c unchanged, on allocation failure or when the CPU cannot run
+ * bf16); qtts_conv1d_run then takes the bf16 path for it. */
+bool qtts_conv_bf16_usable(void);
+bool qtts_conv1d_to_bf16(qtts_conv1d *c);
 /* ==== end of 1-D convolution kernels ===================================== */
 
 #endif

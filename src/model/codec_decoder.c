@@ -405,6 +405,33 @@ qtts_status qtts_codec_decoder_load(const char *model_dir, const qtts_config *cf
     return QTTS_OK;
 }
 
+qtts_status qtts_codec_decoder_to_bf16(qtts_codec_decoder *d, qtts_err *err) {
+    if (!qtts_conv_bf16_usable())
+        return qtts_fail(err, QTTS_ERR_UNSUPPORTED,
+                         "codec: bf16 convolutions need a CPU with AVX512-BF16 (this one has none)");
+    qtts_conv1d *convs[2 + 3 * QTTS_CODEC_MAX_UPS + QTTS_CODEC_MAX_BLOCKS * 7];
+    int n = 0;
+    convs[n++] = &d->pre_conv;
+    for (int i = 0; i < d->n_ups; i++) {
+        convs[n++] = &d->upx[i].tconv;
+        convs[n++] = &d->upx[i].pw1;
+        convs[n++] = &d->upx[i].pw2;
+    }
+    convs[n++] = &d->dec0;
+    for (int b = 0; b < d->n_blocks; b++) {
+        convs[n++] = &d->blocks[b].tconv;
+        for (int r = 0; r < 3; r++) {
+            convs[n++] = &d->blocks[b].res[r].conv1;
+            convs[n++] = &d->blocks[b].res[r].conv2;
+        }
+    }
+    /* dec_out (one output row) has too little work to gain */
+    for (int i = 0; i < n; i++)
+        if (!convs[i]->wb && !qtts_conv1d_to_bf16(convs[i]))
+            return qtts_fail(err, QTTS_ERR_NOMEM, "codec: out of memory (bf16 weights)");
+    return QTTS_OK;
+}
+
 void qtts_codec_decoder_free(qtts_codec_decoder *d) {
     if (!d) return;
     qtts_conv1d_free(&d->pre_conv);

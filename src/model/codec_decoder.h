@@ -115,6 +115,14 @@ qtts_status qtts_codec_decoder_load(const char *model_dir, const qtts_config *cf
                                     qtts_codec_decoder **out, qtts_err *err);
 void qtts_codec_decoder_free(qtts_codec_decoder *d);   /* NULL ok */
 
+/* Every convolution of the decoder to bf16 (kernels.h, "bf16
+ * convolutions": half the weight memory, about 1.5x the decode speed, a
+ * lossy approximation of the fp32 decoder; docs/QUANT.md measures it). The
+ * transformer and the quantizer stay fp32. QTTS_ERR_UNSUPPORTED when the
+ * CPU has no bf16 dot products, NOMEM; either way d still decodes (a
+ * failed conversion leaves some convs fp32, all exact as before). */
+qtts_status qtts_codec_decoder_to_bf16(qtts_codec_decoder *d, qtts_err *err);
+
 /* Per-stage observer (tests, debugging): called with each stage's output
  * as channel-major [channels, frames] with row stride ld. Stage names:
  * "quantizer", "pre_conv", "pre_transformer", "upsample.<i>.0" (the

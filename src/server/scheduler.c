@@ -274,6 +274,7 @@ static void *worker(void *arg) {
     eo.n_threads = s->cfg.n_threads;
     if (s->cfg.backend) eo.backend = s->cfg.backend;
     eo.quant_talker = eo.quant_cp = s->cfg.quant;
+    eo.codec = s->cfg.codec;
     qtts_engine *eng = NULL;
     qtts_status st = qtts_engine_open(s->model_dir, &eo, &eng, &err);
     int B = 0;

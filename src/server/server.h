@@ -55,6 +55,8 @@ typedef struct {
     const char *backend;            /* engine backend: NULL or "cpu" (default), "cuda" */
     const char *quant;              /* NULL/"none" (the directory's weights), "int8", "int4":
                                        talker and code predictor quantized at load */
+    const char *codec;              /* NULL/"fp32" or "bf16": the codec's convolutions
+                                       (qtts_engine_options.codec) */
     int stream_chunk_frames;        /* streamed responses: frames per codec decode, the first
                                        audio after 1 frame (default 12; 0 = the reference's
                                        300-frame windows); the samples are the same either way */

@@ -10,6 +10,9 @@
  * max abs error <= 1e-4. golden/codec_chunked.safetensors (`codes`, `wav`,
  * > 300 frames) checks the 300/25 chunked decode. The decoder is causal, so
  * T = 1 is checked against the first 1920 samples of a golden waveform.
+ * bf16 convolutions (qtts_codec_decoder_to_bf16, where the CPU has them;
+ * else their refusal): within a stated error of the fp32 decoder, and
+ * streamed pushes still the one-shot bits.
  * Set QTTS_TEST_VERBOSE=1 to print every measured error.
  */
 #include "harness.h"
@@ -555,6 +558,58 @@ static void test_stream(void) {
     free(w), free(bad), free(want), free(codes);
 }
 
+static void test_bf16(void) {
+    /* its own copy: the cached one stays fp32 for the other tests */
+    const qtts_codec_decoder *ref = load_model(DEFAULT_MODEL);
+    qtts_codec_decoder *d = NULL;
+    qtts_config cfg;
+    qtts_err err = {0};
+    REQUIRE(ref && qtts_config_load(DEFAULT_MODEL, &cfg, &err) == QTTS_OK &&
+                qtts_codec_decoder_load(DEFAULT_MODEL, &cfg, &d, &err) == QTTS_OK,
+            "model: %s", err.msg);
+    const int T = QTTS_CODEC_CHUNK + 40, Q = d->n_q;
+    int32_t *codes = malloc(sizeof(int32_t) * T * Q);
+    uint64_t seed = 12;
+    for (int i = 0; i < T * Q; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        codes[i] = (int32_t)((seed >> 33) % (uint64_t)d->cb_size);
+    }
+    const size_t n = (size_t)d->upsample * T;
+    float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+    REQUIRE(qtts_codec_decode(ref, codes, T, want, &err) == QTTS_OK, "%s", err.msg);
+    const qtts_status st = qtts_codec_decoder_to_bf16(d, &err);
+    if (st == QTTS_ERR_UNSUPPORTED) {
+        CHECK(strstr(err.msg, "AVX512-BF16") != NULL, "message: %s", err.msg);
+        CHECK(qtts_codec_decode(d, codes, T, got, &err) == QTTS_OK && !memcmp(got, want, sizeof(float) * n),
+              "a refused conversion changed the decoder");
+        fprintf(stderr, "  bf16 codec: this CPU has no AVX512-BF16, only the refusal checked\n");
+    } else {
+        REQUIRE(st == QTTS_OK, "%s", err.msg);
+        REQUIRE(qtts_codec_decode(d, codes, T, got, &err) == QTTS_OK, "%s", err.msg);
+        double sig = 0, noise = 0;
+        for (size_t i = 0; i < n; i++) {
+            sig += (double)want[i] * want[i];
+            noise += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+        }
+        /* Each conv input and weight is within 2^-8 relative of its fp32
+         * value (kernels.h), about 4e-3 rms at the first convs; this random
+         * model's decoder blocks grow it to about 2e-2 at the output
+         * (measured; random weights amplify errors, docs/QUANT.md). 0.05
+         * leaves room for other CPUs' pair sums and fails on any real
+         * mistake (a swapped or misplaced pair is O(1)). */
+        const double rel = sqrt(noise / sig);
+        if (verbose()) fprintf(stderr, "  bf16 codec: relative rms error %.3g\n", rel);
+        CHECK(rel > 0 && rel <= 0.05, "bf16 decode off the fp32 one by %.3g rms (relative)", rel);
+        const int odd[] = {3, 1, 7, 24, 2, 50, 13};
+        CHECK(stream_matches(d, codes, T, got, 16, odd, 7, NULL), "bf16: pushes of odd sizes");
+        qtts_threads_init(2);
+        CHECK(stream_matches(d, codes, T, got, 16, odd, 7, NULL), "bf16: pushes at 2 threads");
+        qtts_threads_init(1);
+    }
+    free(codes), free(want), free(got);
+    qtts_codec_decoder_free(d);
+}
+
 static void test_bad_codes(void) {
     qtts_codec_decoder *d = load_model(DEFAULT_MODEL);
     REQUIRE(d, "model");
@@ -638,6 +693,7 @@ int main(void) {
     TEST_RUN(test_golden_cases);
     TEST_RUN(test_chunked);
     TEST_RUN(test_stream);
+    TEST_RUN(test_bf16);
     qtts_codec_decoder_free(cached);
     qtts_threads_shutdown();
     TEST_END();

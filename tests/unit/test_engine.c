@@ -206,6 +206,82 @@ static void test_api_errors(void) {
     qtts_engine_close(eng);
 }
 
+/* qtts_engine_options.codec: bf16 gives the same codes and as many samples
+ * (the codec runs after generation), other audio; bad values refused. */
+typedef struct {
+    float *pcm;
+    size_t n;
+} pcm_sink;
+
+static int pcm_cb(void *user, const float *pcm, size_t n) {
+    pcm_sink *s = user;
+    s->pcm = realloc(s->pcm, sizeof(float) * (s->n + n));
+    memcpy(s->pcm + s->n, pcm, sizeof(float) * n);
+    s->n += n;
+    return 0;
+}
+
+static bool synth_with_codec(const char *codec, pcm_sink *out, qtts_error *err, qtts_status *open_st) {
+    qtts_engine_options o;
+    qtts_engine_options_init(&o);
+    o.codec = codec;
+    qtts_engine *eng = NULL;
+    *open_st = qtts_engine_open(MODELS "/cv06", &o, &eng, err);
+    if (*open_st) return false;
+    qtts_model_info info;
+    qtts_engine_info(eng, &info);
+    CHECK(!strcmp(info.codec, codec && *codec ? codec : "fp32"), "info.codec %s", info.codec);
+    qtts_session *s = qtts_session_new(eng, err);
+    qtts_request req;
+    qtts_request_init(&req);
+    req.text = "Hello there, codec.";
+    req.speaker = "vivian";
+    req.do_sample = 0;
+    req.subtalker_do_sample = 0;
+    req.max_new_tokens = 30;
+    req.on_audio = pcm_cb;
+    req.user = out;
+    const bool ok = s && qtts_synthesize(s, &req, NULL, err) == QTTS_OK;
+    qtts_session_free(s);
+    qtts_engine_close(eng);
+    return ok;
+}
+
+static void test_codec_option(void) {
+    qtts_error err = {0};
+    qtts_status st;
+    pcm_sink f = {0}, b = {0}, d = {0};
+    REQUIRE(synth_with_codec(NULL, &d, &err, &st), "default: %s", err.msg);
+    REQUIRE(synth_with_codec("fp32", &f, &err, &st), "fp32: %s", err.msg);
+    CHECK(f.n == d.n && !memcmp(f.pcm, d.pcm, sizeof(float) * f.n), "fp32 is the default");
+    if (synth_with_codec("bf16", &b, &err, &st)) {
+        double sig = 0, noise = 0;
+        for (size_t i = 0; i < f.n && b.n == f.n; i++) {
+            sig += (double)f.pcm[i] * f.pcm[i];
+            noise += ((double)b.pcm[i] - f.pcm[i]) * ((double)b.pcm[i] - f.pcm[i]);
+        }
+        CHECK(b.n == f.n && noise > 0 && sqrt(noise / sig) < 0.05,
+              "bf16: %zu samples (fp32 %zu), relative rms difference %.3g", b.n, f.n,
+              sqrt(noise / (sig + 1e-30)));
+    } else {
+        CHECK(st == QTTS_ERR_UNSUPPORTED && strstr(err.msg, "AVX512-BF16"), "bf16: %d %s", st,
+              err.msg);
+    }
+    free(f.pcm), free(b.pcm), free(d.pcm);
+    qtts_engine_options o;
+    qtts_engine_options_init(&o);
+    qtts_engine *eng = NULL;
+    o.codec = "fp16";
+    CHECK(qtts_engine_open(MODELS "/cv06", &o, &eng, &err) == QTTS_ERR_INVALID && !eng &&
+              strstr(err.msg, "fp16"),
+          "codec fp16: %s", err.msg);
+    o.codec = "bf16";
+    o.backend = "cuda";
+    CHECK(qtts_engine_open(MODELS "/cv06", &o, &eng, &err) == QTTS_ERR_INVALID && !eng &&
+              strstr(err.msg, "CPU"),
+          "codec bf16 on cuda: %s", err.msg);
+}
+
 /* ==== CLI ================================================================== */
 
 static char tmpdir[256];
@@ -398,6 +474,7 @@ int main(void) {
     TEST_RUN(test_goldens_cv17);
     TEST_RUN(test_goldens_vd17);
     TEST_RUN(test_api_errors);
+    TEST_RUN(test_codec_option);
     TEST_RUN(test_cli_codes_roundtrip);
     TEST_RUN(test_cli_bad_input);
     TEST_RUN(test_cli_lists);

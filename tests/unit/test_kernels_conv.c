@@ -12,7 +12,11 @@
  *     the run starts (what makes streamed decoding exact);
  *   - thread-count independence (1, 2 and 3 threads, shared workspace);
  *   - SnakeBeta rows against qtts_snake_ref bit for bit (tails, |u| past
- *     the polynomial's range, inf/NaN), and against double sin^2.
+ *     the polynomial's range, inf/NaN), and against double sin^2;
+ *   - bf16 convs (where the CPU has AVX512-BF16; else only the refusal):
+ *     against the double sum of the bf16-rounded weights and inputs
+ *     within the fp32 chain's bound, against the fp32 conv within the
+ *     bf16 rounding's 2^-7 * sum |w x|, column and thread independence.
  *
  * `make check-conv-emu` builds this with -DQTTS_TEST_CONV_EMU and adds the
  * AVX-512 file compiled on scalar stand-ins (tests/conv_isa_emu.h).
@@ -231,6 +235,95 @@ static void test_conv_public(void) {
     conv_data_free(&d);
 }
 
+/* bf16 round to nearest even, as the conversion in conv.c and VCVTNE2PS2BF16 */
+static double bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    float r;
+    memcpy(&r, &u, sizeof r);
+    return r;
+}
+
+static void test_conv_bf16(void) {
+    if (!qtts_conv_bf16_usable()) {
+        uint64_t seed = 5;
+        conv_data d;
+        const bool inited = conv_data_new(&d, &cases[0], &seed);
+        REQUIRE(inited, "init");
+        const float *w = d.c.w;
+        CHECK(!qtts_conv1d_to_bf16(&d.c) && d.c.w == w && !d.c.wb, "refused without AVX512-BF16");
+        conv_data_free(&d);
+        fprintf(stderr, "  bf16 convs: this CPU has no AVX512-BF16, only the refusal checked\n");
+        return;
+    }
+    uint64_t seed = 5;
+    const conv_case extra[] = {{16, 7, 1, 1, 33, true, false},   /* K = 7: odd, one pair half empty */
+                               {24, 3, 7, 2, 90, true, true},    /* K = 21 */
+                               {8, 257, 1, 1, 20, false, false}, /* K = 257: odd across K blocks */
+                               {96, 96, 7, 3, 700, true, true}};
+    for (size_t ci = 0; ci < QTTS_ARRAY_LEN(cases) + QTTS_ARRAY_LEN(extra); ci++) {
+        const conv_case *k = ci < QTTS_ARRAY_LEN(cases) ? &cases[ci] : &extra[ci - QTTS_ARRAY_LEN(cases)];
+        conv_data d;
+        const bool inited = conv_data_new(&d, k, &seed);
+        REQUIRE(inited, "init");
+        REQUIRE(qtts_conv1d_to_bf16(&d.c) && d.c.wb && !d.c.w, "case %zu: conversion", ci);
+        const size_t ldy = (size_t)k->n + 2;
+        float *y = malloc(sizeof(float) * k->cout * ldy);
+        memcpy(y, d.y0, sizeof(float) * k->cout * ldy);
+        qtts_conv1d_run(&d.c, y, ldy, d.x + d.P, d.ldx, k->n, k->accumulate, NULL);
+        double worst_b = 0, worst_f = 0;
+        bool untouched = true;
+        for (int o = 0; o < k->cout; o++) {
+            for (int t = 0; t < k->n; t++) {
+                double sb = 0, magb = 0, sf = 0, magf = 0;
+                for (int c = 0; c < k->cin; c++)
+                    for (int j = 0; j < k->taps; j++) {
+                        const float wv = d.w[(o * k->cin + c) * k->taps + j];
+                        const float xv = d.x[c * d.ldx + d.P + t - (k->taps - 1 - j) * k->dil];
+                        sb += bf16(wv) * bf16(xv);
+                        magb += fabs(bf16(wv) * bf16(xv));
+                        sf += (double)wv * xv;
+                        magf += fabs((double)wv * xv);
+                    }
+                const double b = k->bias ? d.b[o] : 0, y0 = k->accumulate ? d.y0[o * ldy + t] : 0;
+                const double got = y[o * ldy + t];
+                /* the fp32 chain over K products (pairs summed in either
+                 * order) plus the bias and accumulate adds */
+                const double bound_b =
+                    (k->cin * k->taps + 4) * 0x1p-24 * (magb + fabs(b) + fabs(y0)) + 1e-30;
+                worst_b = fmax(worst_b, fabs(got - (y0 + (sb + b))) / bound_b);
+                /* and the rounding of each weight and input to bf16 (8
+                 * significant bits: each within 2^-8 relative) */
+                const double bound_f = 0x1.01p-7 * magf + bound_b;
+                worst_f = fmax(worst_f, fabs(got - (y0 + (sf + b))) / bound_f);
+            }
+            for (int t = k->n; t < k->n + 2; t++) untouched &= y[o * ldy + t] == d.y0[o * ldy + t];
+        }
+        CHECK(worst_b <= 1.0, "case %zu: bf16 conv off the bf16 inputs' sum by %.3g of its bound", ci,
+              worst_b);
+        CHECK(worst_f <= 1.0, "case %zu: bf16 conv off the fp32 sum by %.3g of its bound", ci, worst_f);
+        CHECK(untouched, "case %zu: wrote past n", ci);
+        /* a column's bits do not depend on where the run starts or on n */
+        const int t0 = k->n / 3, m = k->n - t0;
+        float *part = malloc(sizeof(float) * k->cout * m);
+        qtts_conv1d_run(&d.c, part, (size_t)m, d.x + d.P + t0, d.ldx, m, false, NULL);
+        bool same = true;
+        for (int o = 0; o < k->cout && !k->accumulate; o++)
+            same &= memcmp(part + (size_t)o * m, y + o * ldy + t0, sizeof(float) * m) == 0;
+        CHECK(same, "case %zu: columns %d.. alone differ", ci, t0);
+        /* nor on the thread count */
+        qtts_threads_init(2);
+        float *y2 = malloc(sizeof(float) * k->cout * ldy);
+        memcpy(y2, d.y0, sizeof(float) * k->cout * ldy);
+        qtts_conv1d_run(&d.c, y2, ldy, d.x + d.P, d.ldx, k->n, k->accumulate, NULL);
+        CHECK(memcmp(y2, y, sizeof(float) * k->cout * ldy) == 0, "case %zu: 2 threads differ", ci);
+        qtts_threads_init(1);
+        free(part), free(y2), free(y);
+        conv_data_free(&d);
+    }
+}
+
 static void test_snake(void) {
     enum { N = 37, C = 6 };
     uint64_t seed = 5;
@@ -313,6 +406,7 @@ int main(void) {
     TEST_RUN(test_conv_columns);
     TEST_RUN(test_conv_threads);
     TEST_RUN(test_conv_public);
+    TEST_RUN(test_conv_bf16);
     TEST_RUN(test_snake);
     TEST_RUN(test_snake_threads);
     qtts_threads_shutdown();

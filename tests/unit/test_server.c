@@ -769,7 +769,8 @@ static void test_connection_cap(void) {
 static void test_quant_server(void) {
     resp r = http("GET", "/health", NULL, NULL, NULL);
     CHECK(r.status == 200 && r.body &&
-              strstr((char *)r.body, "\"weights\":{\"talker\":\"none\",\"code_predictor\":\"none\"}"),
+              strstr((char *)r.body, "\"weights\":{\"talker\":\"none\",\"code_predictor\":\"none\","
+                                     "\"codec\":\"fp32\"}"),
           "health: %s", r.body ? (char *)r.body : "");
     resp_free(&r);
 }
@@ -785,6 +786,10 @@ static void test_quant_refused(void) {
     qtts_server *s;
     qtts_error err;
     CHECK(qtts_server_start(&c, &s, &err) == QTTS_ERR_INVALID && strstr(err.msg, "int9"), "bad quant: %s", err.msg);
+    c.quant = NULL;
+    c.codec = "fp16";
+    CHECK(qtts_server_start(&c, &s, &err) == QTTS_ERR_INVALID && strstr(err.msg, "fp16"), "bad codec: %s", err.msg);
+    c.codec = NULL;
     c.quant = "int8";
     REQUIRE(qtts_server_start(&c, &s, &err) == QTTS_OK, "start: %s", err.msg);
     CHECK(!qtts_server_wait_ready(s, 30), "became ready");
