@@ -23,8 +23,12 @@
  * do not change the speed of these kernels); the kernels are the ones
  * qtts_matmul uses (--isa NAME picks another compiled path).
  *
+ * --rows N runs every matmul on N x rows at once (the batched kernels a
+ * server's B = N step uses); GB/s then still counts each weight byte once.
+ *
  *   bench_kernels [--threads 1,2] [--runs 7] [--set 256] [--frames 5]
  *                 [--formats f32,bf16,q8_0,q4_0] [--no-frame] [--isa NAME]
+ *                 [--rows N]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +40,9 @@
 #include "kernels/quant.h"
 
 #define MAX_RUNS 64
+#define MAX_ROWS 16
+
+static int g_rows = 1; /* x rows per matmul (--rows) */
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -146,8 +153,9 @@ static result bench_shape(uint8_t *arena, size_t set_bytes, const shape *s, qtts
     if (copies < 1) copies = 1;
     const int reps = set_bytes == 0 ? 20 : 1;
     for (int c = 0; c < copies; c++) fill_mat(arena + (size_t)c * wb, dt, s->rows, s->cols);
-    float *x = qtts_aligned_alloc(sizeof(float) * s->cols), *y = qtts_aligned_alloc(sizeof(float) * s->rows);
-    for (int i = 0; i < s->cols; i++) x[i] = (float)((int)(next_rand() % 2001) - 1000) / 1000.0f;
+    float *x = qtts_aligned_alloc(sizeof(float) * s->cols * g_rows),
+          *y = qtts_aligned_alloc(sizeof(float) * s->rows * g_rows);
+    for (int i = 0; i < s->cols * g_rows; i++) x[i] = (float)((int)(next_rand() % 2001) - 1000) / 1000.0f;
     double gbs[MAX_RUNS], ratio[MAX_RUNS];
     for (int r = -1; r < runs; r++) {   /* run -1 warms up */
         const double tp = set_bytes ? probe_once(arena, wb * copies) : 0;
@@ -155,7 +163,7 @@ static result bench_shape(uint8_t *arena, size_t set_bytes, const shape *s, qtts
         for (int k = 0; k < reps; k++)
             for (int c = 0; c < copies; c++) {
                 const qtts_mat W = {arena + (size_t)c * wb, dt, s->rows, s->cols};
-                qtts_matmul_isa(isa, y, x, 1, &W, NULL);
+                qtts_matmul_isa(isa, y, x, g_rows, &W, NULL);
             }
         const double t = qtts_now() - t0;
         if (r >= 0) {
@@ -216,13 +224,13 @@ static bool model_new(model *m, qtts_dtype dt) {
 
 static void run_layers(const layer *L, int n, float *h, float *big, float *out) {
     for (int l = 0; l < n; l++) {
-        qtts_matmul_isa(isa, big, h, 1, &L[l].m[0], NULL);   /* q */
-        qtts_matmul_isa(isa, out, h, 1, &L[l].m[1], NULL);   /* k */
-        qtts_matmul_isa(isa, out, h, 1, &L[l].m[2], NULL);   /* v */
-        qtts_matmul_isa(isa, out, big, 1, &L[l].m[3], NULL); /* o */
-        qtts_matmul_isa(isa, big, h, 1, &L[l].m[4], NULL);   /* gate */
-        qtts_matmul_isa(isa, big, h, 1, &L[l].m[5], NULL);   /* up */
-        qtts_matmul_isa(isa, out, big, 1, &L[l].m[6], NULL); /* down */
+        qtts_matmul_isa(isa, big, h, g_rows, &L[l].m[0], NULL);   /* q */
+        qtts_matmul_isa(isa, out, h, g_rows, &L[l].m[1], NULL);   /* k */
+        qtts_matmul_isa(isa, out, h, g_rows, &L[l].m[2], NULL);   /* v */
+        qtts_matmul_isa(isa, out, big, g_rows, &L[l].m[3], NULL); /* o */
+        qtts_matmul_isa(isa, big, h, g_rows, &L[l].m[4], NULL);   /* gate */
+        qtts_matmul_isa(isa, big, h, g_rows, &L[l].m[5], NULL);   /* up */
+        qtts_matmul_isa(isa, out, big, g_rows, &L[l].m[6], NULL); /* down */
     }
 }
 
@@ -230,9 +238,10 @@ static void run_layers(const layer *L, int n, float *h, float *big, float *out) 
  * the median of frame time / floor, the floor being a probe that reads the
  * same bytes (the talker's weights once, the CP's 15 times) just before. */
 static void bench_frame(const model *m, int frames, double *ms_out, double *floor_out, double *ratio_out) {
-    float *h = qtts_aligned_alloc(4 * 3072), *big = qtts_aligned_alloc(4 * 3072),
-          *out = qtts_aligned_alloc(4 * 3072);
-    for (int i = 0; i < 3072; i++) h[i] = big[i] = (float)((int)(next_rand() % 2001) - 1000) / 1000.0f;
+    const size_t fb = sizeof(float) * 3072 * g_rows;
+    float *h = qtts_aligned_alloc(fb), *big = qtts_aligned_alloc(fb), *out = qtts_aligned_alloc(fb);
+    for (int i = 0; i < 3072 * g_rows; i++)
+        h[i] = big[i] = (float)((int)(next_rand() % 2001) - 1000) / 1000.0f;
     const uint8_t *cp = (const uint8_t *)m->cp[0].m[0].data;
     double ms[MAX_RUNS], fl[MAX_RUNS], ratio[MAX_RUNS];
     for (int f = -1; f < frames; f++) {
@@ -241,10 +250,10 @@ static void bench_frame(const model *m, int frames, double *ms_out, double *floo
         for (int j = 0; j < 15; j++) tp += probe_once(cp, m->bytes_cp_pass);   /* approx.: CP layers + heads */
         double t0 = qtts_now();
         run_layers(m->talker, 28, h, big, out);
-        qtts_matmul_isa(isa, big, h, 1, &m->head, NULL);
+        qtts_matmul_isa(isa, big, h, g_rows, &m->head, NULL);
         for (int j = 0; j < 15; j++) {
             run_layers(m->cp, 5, h, big, out);
-            qtts_matmul_isa(isa, big, h, 1, &m->cp_head[j], NULL);
+            qtts_matmul_isa(isa, big, h, g_rows, &m->cp_head[j], NULL);
         }
         const double t = qtts_now() - t0;
         if (f >= 0) {
@@ -287,9 +296,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--formats")) formats = v, i++;
         else if (!strcmp(a, "--isa")) isa_name = v, i++;
         else if (!strcmp(a, "--no-frame")) do_frame = false;
+        else if (!strcmp(a, "--rows")) g_rows = QTTS_MAX(1, QTTS_MIN(atoi(v), MAX_ROWS)), i++;
         else {
             fprintf(stderr, "usage: %s [--threads 1,2] [--runs 7] [--set MB] [--frames 5] "
-                            "[--formats f32,bf16,q8_0,q4_0] [--isa NAME] [--no-frame]\n", argv[0]);
+                            "[--formats f32,bf16,q8_0,q4_0] [--isa NAME] [--no-frame] [--rows N]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -329,9 +340,9 @@ int main(int argc, char **argv) {
         for (int r = 0; r < runs; r++) g[r] = (double)set / probe_once(arena, set) / 1e9;
         printf("  %d thr %.1f", threads[t], median(g, runs));
     }
-    printf("\n\nmatvec, one x row: weight GB/s from DRAM (in parentheses: percent of a probe\n"
+    printf("\n\nmatmul, %d x row%s: weight GB/s from DRAM (in parentheses: percent of a probe\n"
            "reading the same bytes just before each run), then from the caches (one copy\n"
-           "of W read repeatedly)\n");
+           "of W read repeatedly)\n", g_rows, g_rows > 1 ? "s at once" : "");
     printf("%-18s %-5s", "shape", "fmt");
     for (int t = 0; t < n_threads; t++) printf("  DRAM %d thr    ", threads[t]);
     for (int t = 0; t < n_threads; t++) printf("  hot %d thr", threads[t]);
