@@ -11,9 +11,10 @@
  *   per layer:
  *     h[n,D]   = rmsnorm(x) per row
  *     q[n,qd], k[n,kvd], v[n,kvd] = one qtts_matmul_multi over the n rows
- *     per row:  qk_norm_rope_row (per-head q/k rmsnorm, rotate-half RoPE),
- *               K/V written to the row's cache at the row's position
- *     per row:  attend_row (causal GQA over the row's cache, positions 0..pos)
+ *     per KV head group, on the thread pool (attn_group):
+ *       per row: q/k rmsnorm per head, rotate-half RoPE, K/V written to the
+ *                row's cache at the row's position
+ *       per row: causal GQA over the row's cache, positions 0..pos
  *     x += att[n,qd]·Woᵀ ; x += down(silu(gate(h2)) * up(h2))
  *
  * KV cache layout, per stack: [layer][kv head][position][hd], so one head's
@@ -24,6 +25,8 @@
  * a batch of n requests gives each one exactly the bits it gets alone.
  */
 #include "talker.h"
+
+#include "../base/thread.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -40,7 +43,7 @@ typedef struct {
     int cap;                 /* positions per (layer, kv head) in that cache */
     int pos;                 /* K/V go to this position; attention covers [0, pos] */
     const float *cos, *sin;  /* RoPE tables [> pos][hd/2] */
-    float *scores;           /* [>= pos + 1] attention scratch of its request */
+    float *scores;           /* [nkv][cap] attention scratch of its request, one slice per KV head */
 } row_ctx;
 
 /* Activations of up to cap rows of either stack. A state starts with
@@ -66,7 +69,7 @@ struct qtts_talker_state {
     float *k, *v;       /* [Lt][nkv][max_pos][hd] */
     float *cos, *sin;   /* [max_pos][hd/2] talker RoPE */
     float *cp_k, *cp_v; /* [Lc][nkv][G][hd] */
-    float *scores;      /* [max(max_pos, G)] attention scores of one head */
+    float *scores;      /* [max(nkv_t*max_pos, nkv_c*G)] attention scores, a slice per KV head */
     void *sample_scratch;
     row_scratch rs;
 };
@@ -504,7 +507,7 @@ qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
     st->sin = alloc_f(max_pos, t->head_dim / 2, 1, 1);
     st->cp_k = alloc_f(c->n_layers, c->n_kv, G, c->head_dim);
     st->cp_v = alloc_f(c->n_layers, c->n_kv, G, c->head_dim);
-    st->scores = alloc_f(QTTS_MAX(max_pos, G), 1, 1, 1);
+    st->scores = alloc_f(QTTS_MAX((uint64_t)t->n_kv * max_pos, (uint64_t)c->n_kv * G), 1, 1, 1);
     st->sample_scratch = qtts_malloc(QTTS_SAMPLE_SCRATCH(V));
     if (!st->k || !st->v || !st->cos || !st->sin || !st->cp_k || !st->cp_v || !st->scores ||
         !st->sample_scratch || !rows_reserve(w, &st->rs, QTTS_TALKER_ROWS)) {
@@ -524,51 +527,81 @@ int qtts_talker_state_pos(const qtts_talker_state *st) { return st->pos; }
 /* Per-row math (shared by single-stream and batched paths)               */
 /* ====================================================================== */
 
-/* Per-head q/k RMSNorm, then rotate-half RoPE with this row's cos/sin
- * [hd/2]. q[nh*hd], k[nkv*hd] in place. */
-static void qk_norm_rope_row(const qtts_stack_weights *w, const qtts_layer_weights *L, float *q,
-                             float *k, const float *cos, const float *sin) {
-    const int hd = w->head_dim;
-    for (int h = 0; h < w->n_heads; h++) {
-        qtts_rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, L->q_norm, hd, w->eps);
-        qtts_rope(q + (size_t)h * hd, cos, sin, hd);
-    }
-    for (int h = 0; h < w->n_kv; h++) {
-        qtts_rmsnorm(k + (size_t)h * hd, k + (size_t)h * hd, L->k_norm, hd, w->eps);
-        qtts_rope(k + (size_t)h * hd, cos, sin, hd);
+/* RMSNorm (weight nw[hd]) then rotate-half RoPE with one row's cos/sin
+ * [hd/2], of nh heads x[nh*hd] in place. */
+static void norm_rope_heads(float *x, int nh, const float *nw, int hd, float eps,
+                            const float *cos, const float *sin) {
+    for (int h = 0; h < nh; h++) {
+        qtts_rmsnorm(x + (size_t)h * hd, x + (size_t)h * hd, nw, hd, eps);
+        qtts_rope(x + (size_t)h * hd, cos, sin, hd);
     }
 }
 
-/* Causal GQA attention of one query row over cache positions [0, ctx).
- * kc/vc: one layer's cache [nkv][cap][hd]; q[nh*hd] -> out[nh*hd];
- * scores[ctx] scratch. */
-static void attend_row(const qtts_stack_weights *w, const float *q, const float *kc,
-                       const float *vc, int cap, int ctx, float *out, float *scores) {
-    const int hd = w->head_dim, grp = w->n_heads / w->n_kv;
+/* Causal attention of nh query heads q[nh*hd] that share one KV head,
+ * kc/vc [cap][hd], over positions [0, ctx) -> out[nh*hd]; scores[ctx]
+ * scratch. */
+static void attend_heads(const float *q, int nh, const float *kc, const float *vc, int ctx,
+                         int hd, float *out, float *scores) {
     const float scale = (float)(1.0 / sqrt((double)hd));
-    for (int h = 0; h < w->n_heads; h++) {
+    for (int h = 0; h < nh; h++) {
         const float *qh = q + (size_t)h * hd;
-        const float *kh = kc + (size_t)(h / grp) * cap * hd;
-        const float *vh = vc + (size_t)(h / grp) * cap * hd;
-        for (int j = 0; j < ctx; j++) scores[j] = qtts_dot_f32(qh, kh + (size_t)j * hd, hd) * scale;
+        for (int j = 0; j < ctx; j++) scores[j] = qtts_dot_f32(qh, kc + (size_t)j * hd, hd) * scale;
         qtts_softmax(scores, ctx);
         float *oh = out + (size_t)h * hd;
         memset(oh, 0, sizeof(float) * (size_t)hd);
         for (int j = 0; j < ctx; j++) {
-            const float p = scores[j], *vj = vh + (size_t)j * hd;
+            const float p = scores[j], *vj = vc + (size_t)j * hd;
             for (int d = 0; d < hd; d++) oh[d] += p * vj[d];
         }
     }
 }
 
+/* One layer's attention of a stack_rows call, after the q/k/v matmul. */
+typedef struct {
+    const qtts_stack_weights *w;
+    const qtts_layer_weights *L;
+    const row_ctx *rc;
+    int n, layer;
+    float *q, *kk, *vv, *att; /* [n, qd], [n, kvd], [n, kvd], [n, qd] */
+} attn_job;
+
+/* KV head group g of every row: q/k norm + RoPE of its q heads and k head,
+ * K/V of head g into each row's cache, then the attention of its q heads.
+ * Groups touch disjoint heads, cache regions and score slices, so they run
+ * in parallel; within the group the rows go in order, since a row attends
+ * to the K/V of the earlier rows of its request in the same call. */
+static void attn_group(void *ctx, int g) {
+    const attn_job *a = ctx;
+    const qtts_stack_weights *w = a->w;
+    const int hd = w->head_dim, half = hd / 2, grp = w->n_heads / w->n_kv;
+    const int qd = w->n_heads * hd, kvd = w->n_kv * hd;
+    for (int r = 0; r < a->n; r++) {
+        const row_ctx *c = &a->rc[r];
+        const size_t head = ((size_t)a->layer * w->n_kv + g) * c->cap; /* cache of head g */
+        float *qg = a->q + (size_t)r * qd + (size_t)g * grp * hd;
+        float *kr = a->kk + (size_t)r * kvd + (size_t)g * hd;
+        const float *cs = c->cos + (size_t)c->pos * half, *sn = c->sin + (size_t)c->pos * half;
+        norm_rope_heads(qg, grp, a->L->q_norm, hd, w->eps, cs, sn);
+        norm_rope_heads(kr, 1, a->L->k_norm, hd, w->eps, cs, sn);
+        memcpy(c->k + (head + c->pos) * hd, kr, sizeof(float) * hd);
+        memcpy(c->v + (head + c->pos) * hd, a->vv + (size_t)r * kvd + (size_t)g * hd,
+               sizeof(float) * hd);
+    }
+    for (int r = 0; r < a->n; r++) {
+        const row_ctx *c = &a->rc[r];
+        const size_t head = ((size_t)a->layer * w->n_kv + g) * c->cap;
+        const size_t q0 = (size_t)r * qd + (size_t)g * grp * hd;
+        attend_heads(a->q + q0, grp, c->k + head * hd, c->v + head * hd, c->pos + 1, hd,
+                     a->att + q0, c->scores + (size_t)g * c->cap);
+    }
+}
+
 /* Run the stack on x[n, D], row r described by rc[r] (n <= s->cap; two
- * rows of one request must be at increasing positions, and every row's K/V
- * is written before any row attends). x is updated in place to the last
- * layer's output (before the final norm). */
+ * rows of one request must be at increasing positions). x is updated in
+ * place to the last layer's output (before the final norm). */
 static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, float *x,
                        row_scratch *s) {
-    const int D = w->dim, I = w->inter, hd = w->head_dim, half = hd / 2;
-    const int qd = w->n_heads * hd, kvd = w->n_kv * hd;
+    const int D = w->dim, I = w->inter;
     for (int l = 0; l < w->n_layers; l++) {
         const qtts_layer_weights *L = &w->layers[l];
         for (int r = 0; r < n; r++)
@@ -578,26 +611,8 @@ static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, fl
             const qtts_mat *const W[3] = {&L->q, &L->k, &L->v};
             qtts_matmul_multi(3, y, s->h, n, W);
         }
-        for (int r = 0; r < n; r++) {
-            const row_ctx *c = &rc[r];
-            const size_t layer = (size_t)l * w->n_kv * c->cap * hd;
-            float *kl = c->k + layer, *vl = c->v + layer;
-            float *kr = s->kk + (size_t)r * kvd, *vr = s->vv + (size_t)r * kvd;
-            qk_norm_rope_row(w, L, s->q + (size_t)r * qd, kr, c->cos + (size_t)c->pos * half,
-                             c->sin + (size_t)c->pos * half);
-            for (int g = 0; g < w->n_kv; g++) {
-                memcpy(kl + ((size_t)g * c->cap + c->pos) * hd, kr + (size_t)g * hd,
-                       sizeof(float) * hd);
-                memcpy(vl + ((size_t)g * c->cap + c->pos) * hd, vr + (size_t)g * hd,
-                       sizeof(float) * hd);
-            }
-        }
-        for (int r = 0; r < n; r++) {
-            const row_ctx *c = &rc[r];
-            const size_t layer = (size_t)l * w->n_kv * c->cap * hd;
-            attend_row(w, s->q + (size_t)r * qd, c->k + layer, c->v + layer, c->cap, c->pos + 1,
-                       s->att + (size_t)r * qd, c->scores);
-        }
+        attn_job aj = {w, L, rc, n, l, s->q, s->kk, s->vv, s->att};
+        qtts_parallel_for(w->n_kv, attn_group, &aj);
         qtts_matmul(s->h, s->att, n, &L->o, NULL);
         qtts_add_inplace(x, s->h, (size_t)n * D);
 
