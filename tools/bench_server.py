@@ -2,7 +2,7 @@
 """Server throughput and time to first audio, single stream vs C concurrent streams (loopback).
 
     python3 tools/bench_server.py --bin build/qwen3-tts -m MODEL_DIR [--clients 4] [--batch 4]
-        [--frames 100] [--rounds 3] [--stagger S] [--json]
+        [--frames 100] [--rounds 3] [--stagger S] [--codec fp32|bf16] [--json]
 
 Starts `qwen3-tts serve` on a free loopback port (batch B = --batch), then
   1. single stream: one client sends --rounds streamed requests one after another;
@@ -109,24 +109,28 @@ def main():
     ap.add_argument("--speaker", default="vivian")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--stagger", type=float, default=0.0, help="seconds between client starts")
+    ap.add_argument("--codec", default=None, help="serve --codec (fp32 or bf16)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     args = ["-b", str(a.batch), "--queue", str(max(16, a.clients))]
     if a.threads:
         args += ["-j", str(a.threads)]
+    if a.codec:
+        args += ["--codec", a.codec]
     with ServerProcess(a.bin, a.model, args, ready_timeout=300) as srv:
         one_request(srv.port, TEXTS[0], 8, a.speaker)  # warm-up
         single = phase(srv.port, 1, a.rounds, a.frames, a.speaker)
         multi = phase(srv.port, a.clients, a.rounds, a.frames, a.speaker, a.stagger)
-    out = {"model": a.model, "batch": a.batch, "frames": a.frames, "rounds": a.rounds, "stagger_s": a.stagger,
+    out = {"model": a.model, "codec": a.codec or "fp32", "batch": a.batch, "frames": a.frames, "rounds": a.rounds, "stagger_s": a.stagger,
            "single": single, "concurrent": multi,
            "throughput_ratio": multi["audio_per_wall_s"] / single["audio_per_wall_s"],
            "ttfa_ratio": multi["ttfa_median_s"] / single["ttfa_median_s"]}
     if a.json:
         print(json.dumps(out, indent=1))
         return
-    print("server bench: %s, B=%d, %d frames per request, %d rounds%s" % (
-        a.model, a.batch, a.frames, a.rounds, (", clients %.1f s apart" % a.stagger) if a.stagger else ""))
+    print("server bench: %s, codec %s, B=%d, %d frames per request, %d rounds%s" % (
+        a.model, out["codec"], a.batch, a.frames, a.rounds,
+        (", clients %.1f s apart" % a.stagger) if a.stagger else ""))
     for name, p in (("single stream", single), ("%d clients" % a.clients, multi)):
         print("  %-14s %2d requests  %6.2f s of audio in %6.2f s: %5.2f audio s / wall s;  TTFA median %.3f s, max %.3f s%s"
               % (name, p["requests"], p["audio_s"], p["wall_s"], p["audio_per_wall_s"], p["ttfa_median_s"],

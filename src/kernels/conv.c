@@ -146,12 +146,20 @@ const qtts_conv_isa *qtts_conv_isa_active(void) {
 
 const char *qtts_conv_isa_name(void) { return qtts_conv_isa_active()->name; }
 
-/* The bf16 table this CPU runs, or NULL. */
-static const qtts_conv_bf16_isa *bf16_table(void) {
+/* The bf16 table this CPU runs, or NULL; looked up once (CPUID is slow
+ * under some hypervisors, and every bf16 conv asks). */
+static const qtts_conv_bf16_isa *bf16_active;
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
+
+static void pick_bf16(void) {
 #if defined(__x86_64__)
-    if (qtts_cpu_avx512bf16()) return &qtts_conv_bf16_avx512;
+    if (qtts_cpu_avx512bf16()) bf16_active = &qtts_conv_bf16_avx512;
 #endif
-    return NULL;
+}
+
+static const qtts_conv_bf16_isa *bf16_table(void) {
+    pthread_once(&bf16_once, pick_bf16);
+    return bf16_active;
 }
 
 bool qtts_conv_bf16_usable(void) { return bf16_table() != NULL; }
