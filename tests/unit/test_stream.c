@@ -170,6 +170,28 @@ static void test_stream_exact(void) {
                 "vivian", true);
 }
 
+/* A greedy in-context cloning request on the fixture recording (read
+ * once); false if it cannot be read. */
+static bool clone_request(qtts_request *r, const char *text, int max_new_tokens) {
+    static unsigned char wav[1 << 21];
+    static size_t wl;
+    if (!wl) {
+        FILE *f = fopen(QTTS_FIXTURES "/audio/ref_24k_mono.wav", "rb");
+        if (!f) return false;
+        wl = fread(wav, 1, sizeof wav, f);
+        fclose(f);
+    }
+    qtts_request_init(r);
+    r->text = text;
+    r->ref_audio = wav;
+    r->ref_audio_len = wl;
+    r->ref_text = "This is the reference transcript.";
+    r->do_sample = 0;
+    r->subtalker_do_sample = 0;
+    r->max_new_tokens = max_new_tokens;
+    return wl > 0;
+}
+
 static void test_stream_clone_and_limits(void) {
     qtts_engine_options o;
     qtts_engine_options_init(&o);
@@ -177,21 +199,9 @@ static void test_stream_clone_and_limits(void) {
     qtts_engine *e = NULL;
     qtts_error err = {0};
     REQUIRE(!qtts_engine_open(MODELS "/base06", &o, &e, &err), "%s", err.msg);
-    FILE *f = fopen(QTTS_FIXTURES "/audio/ref_24k_mono.wav", "rb");
-    REQUIRE(f, "reference audio");
-    static unsigned char wav[1 << 21];
-    size_t wl = fread(wav, 1, sizeof wav, f);
-    fclose(f);
     qtts_session *ses = qtts_session_new(e, &err);
     qtts_request r;
-    qtts_request_init(&r);
-    r.text = "Cloned voice, streamed or not.";
-    r.ref_audio = wav;
-    r.ref_audio_len = wl;
-    r.ref_text = "This is the reference transcript.";
-    r.do_sample = 0;
-    r.subtalker_do_sample = 0;
-    r.max_new_tokens = 20;
+    REQUIRE(clone_request(&r, "Cloned voice, streamed or not.", 20), "reference audio");
     sink a, b;
     REQUIRE(!run(ses, r, 0, 0, &a, &err), "%s", err.msg);
     CHECK(!run(ses, r, 3, 1, &b, &err), "%s", err.msg);
@@ -201,10 +211,7 @@ static void test_stream_clone_and_limits(void) {
     sink_free(&b);
 
     /* limits, refused before anything runs */
-    qtts_request_init(&r);
-    r.text = "x";
-    r.ref_audio = wav;
-    r.ref_audio_len = wl;
+    clone_request(&r, "x", -1);
     static const int bad[][2] = {{-1, 0}, {301, 0}, {4, -1}, {4, 301}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK(run(ses, r, bad[i][0], bad[i][1], &a, &err) == QTTS_ERR_INVALID && !a.frames,
@@ -327,20 +334,8 @@ static void test_speed(void) {
 
     /* in-context cloning: decoded at finish, trimmed, then changed */
     REQUIRE(!qtts_engine_open(MODELS "/base06", &o, &e, &err), "%s", err.msg);
-    FILE *f = fopen(QTTS_FIXTURES "/audio/ref_24k_mono.wav", "rb");
-    REQUIRE(f, "reference audio");
-    static unsigned char wav[1 << 21];
-    size_t wl = fread(wav, 1, sizeof wav, f);
-    fclose(f);
     ses = qtts_session_new(e, &err);
-    qtts_request_init(&r);
-    r.text = "Cloned voice, a little faster.";
-    r.ref_audio = wav;
-    r.ref_audio_len = wl;
-    r.ref_text = "This is the reference transcript.";
-    r.do_sample = 0;
-    r.subtalker_do_sample = 0;
-    r.max_new_tokens = 40;
+    REQUIRE(clone_request(&r, "Cloned voice, a little faster.", 40), "reference audio");
     sink a, b;
     REQUIRE(!run(ses, r, 0, 0, &a, &err), "%s", err.msg);
     r.speed = 1.25f;
