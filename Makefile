@@ -148,7 +148,8 @@ check-conv-emu: $(BUILD)/emu/test_kernels_conv_emu
 # qemu-aarch64 when it is installed (its "max" CPU has the dot product).
 ARM_CC    ?= aarch64-linux-gnu-gcc
 ARM_BUILD ?= build-arm
-ARM_TESTS  = $(ARM_BUILD)/tests/test_kernels $(ARM_BUILD)/tests/test_thread
+ARM_TESTS  = $(ARM_BUILD)/tests/test_kernels $(ARM_BUILD)/tests/test_kernels_conv \
+             $(ARM_BUILD)/tests/test_thread
 check-arm:
 	$(MAKE) CC=$(ARM_CC) BUILD=$(ARM_BUILD) CFLAGS="$(OPT) -idirafter /usr/include" \
 	    LDLIBS="-static -lm -pthread" $(ARM_BUILD)/libqtts.a $(ARM_TESTS)

@@ -123,6 +123,9 @@ int qtts_conv_isa_usable(const qtts_conv_isa **out, int cap) {
     if (qtts_isa_usable(&qtts_isa_avx512) && n < cap) out[n++] = &qtts_conv_isa_avx512;
     if (qtts_isa_usable(&qtts_isa_avx2) && n < cap) out[n++] = &qtts_conv_isa_avx2;
 #endif
+#if defined(__aarch64__)
+    if (n < cap) out[n++] = &qtts_conv_isa_neon;   /* NEON is baseline AArch64 */
+#endif
     if (n < cap) out[n++] = &qtts_conv_isa_ref;
     return n;
 }

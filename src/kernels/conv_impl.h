@@ -1,10 +1,10 @@
 /*
  * conv_impl.h - the instruction-set layer behind qtts_conv1d_run and
  * qtts_snake_run (kernels.h, "Blocked convolution" section). conv.c holds
- * the blocking, threading and dispatch and the scalar table; conv_avx2.c
- * and conv_avx512.c (compiled with their own flags, see the Makefile) each
- * fill one qtts_conv_isa table. A file for another architecture compiles
- * to nothing.
+ * the blocking, threading and dispatch and the scalar table; conv_avx2.c,
+ * conv_avx512.c (compiled with their own flags, see the Makefile) and
+ * conv_neon.c each fill one qtts_conv_isa table, conv_avx512bf16.c the
+ * bf16 one. A file for another architecture compiles to nothing.
  *
  * ==== The convolution as a GEMM ===========================================
  *
@@ -82,6 +82,9 @@ typedef struct {
 extern const qtts_conv_isa qtts_conv_isa_ref;
 #if defined(__x86_64__)
 extern const qtts_conv_isa qtts_conv_isa_avx2, qtts_conv_isa_avx512;
+#endif
+#if defined(__aarch64__)
+extern const qtts_conv_isa qtts_conv_isa_neon;
 #endif
 
 /* The bf16 conv (kernels.h) of one instruction set: a tile on word panels

@@ -198,7 +198,7 @@ void qtts_conv1d_run(const qtts_conv1d *c, float *y, size_t ldy, const float *x,
 void qtts_snake_run(float *y, size_t ldy, const float *x, size_t ldx, const float *ea,
                     const float *ib, int channels, int n);
 
-/* The instruction set of qtts_conv1d_run: "avx512", "avx2" or "scalar". */
+/* The instruction set of qtts_conv1d_run: "avx512", "avx2", "neon" or "scalar". */
 const char *qtts_conv_isa_name(void);
 
 /* bf16 convolutions, where the CPU has bf16 dot products (AVX512-BF16):

@@ -13,9 +13,9 @@
  * zero-padded copies.
  *
  * Q8_0/Q4_0: a block's partials P[0..3] and P[4..7] are two int32x4; even
- * blocks go to the pair's lanes 0-7, odd blocks to lanes 8-15, multiplied
- * and added as two separate rounded operations (the build has
- * -ffp-contract=off, so they are not fused).
+ * blocks go to the pair's lanes 0-7, odd blocks to lanes 8-15, each added
+ * with one fused multiply-add by the block's scale product (vfmaq_n_f32),
+ * the order of kernels_impl.h.
  */
 #include "kernels_impl.h"
 
