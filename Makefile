@@ -59,6 +59,7 @@ $(BUILD)/%_avx512bf16.o: ISA_FLAGS = -mavx2 -mfma -mf16c -mavx512f -mavx512bw -m
 endif
 ifneq ($(filter aarch64%,$(TARGET_MACHINE)),)
 $(BUILD)/%_neondot.o: ISA_FLAGS = -march=armv8.2-a+dotprod
+$(BUILD)/%_neonbf16.o: ISA_FLAGS = -march=armv8.2-a+bf16
 endif
 
 $(BUILD)/%.o: %.c

@@ -75,7 +75,8 @@ typedef struct {
     const char *quant_cp;
     /* The codec decoder's convolutions: NULL, "" or "fp32" exact (the
      * default); "bf16" rounds their weights and inputs to bf16 and sums in
-     * fp32, about 1.8x faster (CPU backend, CPUs with AVX512-BF16 only:
+     * fp32, about 1.8x faster (CPU backend, CPUs with bf16 dot products only,
+     * x86 AVX512-BF16 or AArch64 BF16:
      * QTTS_ERR_UNSUPPORTED elsewhere). Lossy: docs/QUANT.md. */
     const char *codec;
 } qtts_engine_options;

@@ -158,6 +158,9 @@ static void pick_bf16(void) {
 #if defined(__x86_64__)
     if (qtts_cpu_avx512bf16()) bf16_active = &qtts_conv_bf16_avx512;
 #endif
+#if defined(__aarch64__)
+    if (qtts_cpu_arm_bf16()) bf16_active = &qtts_conv_bf16_neon;
+#endif
 }
 
 static const qtts_conv_bf16_isa *bf16_table(void) {

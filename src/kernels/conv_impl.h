@@ -3,8 +3,9 @@
  * qtts_snake_run (kernels.h, "Blocked convolution" section). conv.c holds
  * the blocking, threading and dispatch and the scalar table; conv_avx2.c,
  * conv_avx512.c (compiled with their own flags, see the Makefile) and
- * conv_neon.c each fill one qtts_conv_isa table, conv_avx512bf16.c the
- * bf16 one. A file for another architecture compiles to nothing.
+ * conv_neon.c each fill one qtts_conv_isa table, conv_avx512bf16.c and
+ * conv_neonbf16.c a bf16 one. A file for another architecture compiles to
+ * nothing.
  *
  * ==== The convolution as a GEMM ===========================================
  *
@@ -101,6 +102,9 @@ typedef struct {
 
 #if defined(__x86_64__)
 extern const qtts_conv_bf16_isa qtts_conv_bf16_avx512;
+#endif
+#if defined(__aarch64__)
+extern const qtts_conv_bf16_isa qtts_conv_bf16_neon;
 #endif
 
 /* Every table compiled in and usable on this CPU, fastest first, the

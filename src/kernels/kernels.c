@@ -24,6 +24,9 @@
 #endif
 #if QTTS_ISA_ARM64
 #include <sys/auxv.h>
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1 << 14)
+#endif
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
@@ -95,6 +98,14 @@ bool qtts_isa_usable(const qtts_isa *isa) {
 bool qtts_cpu_avx512bf16(void) {
 #if QTTS_ISA_X86
     return x86_detect().avx512bf16;
+#else
+    return false;
+#endif
+}
+
+bool qtts_cpu_arm_bf16(void) {
+#if QTTS_ISA_ARM64
+    return (getauxval(AT_HWCAP2) & HWCAP2_BF16) != 0;
 #else
     return false;
 #endif

@@ -201,7 +201,8 @@ void qtts_snake_run(float *y, size_t ldy, const float *x, size_t ldx, const floa
 /* The instruction set of qtts_conv1d_run: "avx512", "avx2", "neon" or "scalar". */
 const char *qtts_conv_isa_name(void);
 
-/* bf16 convolutions, where the CPU has bf16 dot products (AVX512-BF16):
+/* bf16 convolutions, where the CPU has bf16 dot products (x86 AVX512-BF16,
+ * AArch64 FEAT_BF16):
  * the weights rounded to bf16 once (half the bytes), each panel of inputs
  * rounded to bf16 as it is packed, products summed in fp32 two reduction
  * rows per instruction (VDPBF16PS; about twice the multiply-adds of fp32

@@ -102,8 +102,10 @@ extern const qtts_isa qtts_isa_neon, qtts_isa_neondot;
 int qtts_isa_compiled(const qtts_isa **out, int cap);
 /* Whether this CPU (and OS) can run isa. */
 bool qtts_isa_usable(const qtts_isa *isa);
-/* AVX512-BF16 (with the AVX-512 set qtts_isa_avx512 needs), for the bf16 convs. */
+/* bf16 dot products for the bf16 convs: AVX512-BF16 (with the AVX-512 set
+ * qtts_isa_avx512 needs), or AArch64 FEAT_BF16 (HWCAP2_BF16). */
 bool qtts_cpu_avx512bf16(void);
+bool qtts_cpu_arm_bf16(void);
 /* The table qtts_matmul uses: the first usable compiled one. */
 const qtts_isa *qtts_isa_active(void);
 /* qtts_matmul on a given table (tests, benchmarks); same threading. */

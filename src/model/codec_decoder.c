@@ -408,7 +408,8 @@ qtts_status qtts_codec_decoder_load(const char *model_dir, const qtts_config *cf
 qtts_status qtts_codec_decoder_to_bf16(qtts_codec_decoder *d, qtts_err *err) {
     if (!qtts_conv_bf16_usable())
         return qtts_fail(err, QTTS_ERR_UNSUPPORTED,
-                         "codec: bf16 convolutions need a CPU with AVX512-BF16 (this one has none)");
+                         "codec: bf16 convolutions need a CPU with bf16 dot products (x86 "
+                         "AVX512-BF16, AArch64 BF16); this one has none");
     qtts_conv1d *convs[2 + 3 * QTTS_CODEC_MAX_UPS + QTTS_CODEC_MAX_BLOCKS * 7];
     int n = 0;
     convs[n++] = &d->pre_conv;

@@ -13,7 +13,7 @@
  *   - thread-count independence (1, 2 and 3 threads, shared workspace);
  *   - SnakeBeta rows against qtts_snake_ref bit for bit (tails, |u| past
  *     the polynomial's range, inf/NaN), and against double sin^2;
- *   - bf16 convs (where the CPU has AVX512-BF16; else only the refusal):
+ *   - bf16 convs (where the CPU has bf16 dot products; else only the refusal):
  *     against the double sum of the bf16-rounded weights and inputs
  *     within the fp32 chain's bound, against the fp32 conv within the
  *     bf16 rounding's 2^-7 * sum |w x|, column and thread independence.
@@ -252,9 +252,9 @@ static void test_conv_bf16(void) {
         const bool inited = conv_data_new(&d, &cases[0], &seed);
         REQUIRE(inited, "init");
         const float *w = d.c.w;
-        CHECK(!qtts_conv1d_to_bf16(&d.c) && d.c.w == w && !d.c.wb, "refused without AVX512-BF16");
+        CHECK(!qtts_conv1d_to_bf16(&d.c) && d.c.w == w && !d.c.wb, "refused without bf16 dot products");
         conv_data_free(&d);
-        fprintf(stderr, "  bf16 convs: this CPU has no AVX512-BF16, only the refusal checked\n");
+        fprintf(stderr, "  bf16 convs: this CPU has no bf16 dot products, only the refusal checked\n");
         return;
     }
     uint64_t seed = 5;
