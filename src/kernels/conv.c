@@ -348,12 +348,15 @@ static void conv_block(const conv_job *j, int g0, int g1, int t0, int t1, float 
                     .rows = QTTS_MIN(MR, c->cout - row),
                     .cols = cols,
                 };
+                const int gn = g + 1 < g1 ? g + 1 : -1;
                 if (j->bf) {
                     t.wb = c->wb + ((size_t)g * K2 + kk0 / 2) * MR;
                     t.xb = (const uint32_t *)xp + (size_t)(ti - t0) * kp * nr;
+                    if (gn >= 0) t.w_next = c->wb + ((size_t)gn * K2 + kk0 / 2) * MR;
                 } else {
                     t.w = c->w + ((size_t)g * j->K + kk0) * MR;
                     t.xp = xp + (size_t)(ti - t0) * kcb * nr;
+                    if (gn >= 0) t.w_next = c->w + ((size_t)gn * j->K + kk0) * MR;
                 }
                 if (last) {
                     t.y = j->y + (size_t)row * j->ldy + col;

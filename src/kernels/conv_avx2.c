@@ -41,7 +41,10 @@ INLINE void tile_nv(const qtts_conv_tile *t, const int NV) {
 #pragma GCC unroll 3
             for (int v = 0; v < NV; v++)
                 a[r][v] = t->load ? _mm256_load_ps(acc + r * NR + 8 * v) : _mm256_setzero_ps();
+        /* the next group's weights, a line per two panel rows (first pass) */
+        const char *wn = h == 0 ? t->w_next : NULL;
         for (int k = 0, kc = t->kc; k < kc; k++, xp += NR, w += QTTS_CONV_MR) {
+            if (wn && !(k & 1)) __builtin_prefetch(wn + (size_t)k * 32);
             __m256 x[3];
 #pragma GCC unroll 3
             for (int v = 0; v < NV; v++) x[v] = _mm256_load_ps(xp + 8 * v);

@@ -8,7 +8,9 @@
  * FMAs whose weight operand is an embedded {1to16} broadcast from the
  * packed weights, so the loads stay well under the two FMA ports' needs.
  * The last partial column group of y is read and written with masks; the
- * final store prefetches the same rows of the next column tile.
+ * final store prefetches the same rows of the next column tile, and every
+ * other panel row prefetches a line of the next row group's weights
+ * (qtts_conv_tile.w_next).
  *
  * Snake: 16 lanes of the polynomial of conv_impl.h, parity blend by mask;
  * lanes with |u| > 8192 or non-finite u are redone with libm sinf; the
@@ -38,7 +40,11 @@ INLINE void tile_nv(const qtts_conv_tile *t, const int NV) {
 #pragma GCC unroll 3
         for (int v = 0; v < NV; v++)
             a[r][v] = t->load ? _mm512_load_ps(acc + r * NR + 16 * v) : _mm512_setzero_ps();
+    const char *wn = t->w_next;
     for (int k = 0; k < t->kc; k++, xp += NR, w += QTTS_CONV_MR) {
+        /* one line of the next group's weights per two panel rows (its
+         * kc x 8 floats, 64 bytes per two rows) */
+        if (wn && !(k & 1)) __builtin_prefetch(wn + (size_t)k * 32);
         __m512 x[3];
 #pragma GCC unroll 3
         for (int v = 0; v < NV; v++) x[v] = _mm512_load_ps(xp + 16 * v);

@@ -32,7 +32,10 @@ INLINE void tile_nv(const qtts_conv_tile *t, const int NV) {
 #pragma GCC unroll 3
         for (int v = 0; v < NV; v++)
             a[r][v] = t->load ? _mm512_load_ps(acc + r * NR + 16 * v) : _mm512_setzero_ps();
+    const char *wn = t->w_next;
     for (int k = 0; k < t->kc; k++, xp += NR, w += QTTS_CONV_MR) {
+        /* the next group's weights: 32 bytes per pair row, a line per two */
+        if (wn && !(k & 1)) __builtin_prefetch(wn + (size_t)k * 32);
         __m512bh x[3];
 #pragma GCC unroll 3
         for (int v = 0; v < NV; v++) x[v] = (__m512bh)_mm512_load_si512(xp + 16 * v);

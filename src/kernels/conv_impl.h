@@ -56,6 +56,13 @@ typedef struct {
      * and a [kc][nr] panel of words (bf16 of row 2p low, 2p+1 high) */
     const uint32_t *wb, *xb;
     int kc;
+    /* The weights the next tile call will read (the next row group's, at
+     * the same K block), or NULL: a kernel may prefetch them while it
+     * computes. With few columns a tile is over before the hardware
+     * prefetchers ramp up on the next group's weights, which lie a whole
+     * K row of groups away, so small-n convs would otherwise wait on
+     * memory latency. */
+    const void *w_next;
     float *acc;          /* [8][nr] partial sums, 64-byte aligned */
     bool load;           /* start from acc (else from +0) */
     int rows;            /* rows < cout in this group (others may be skipped) */

@@ -34,7 +34,10 @@ static void tile_neon(const qtts_conv_tile *t) {
 #pragma GCC unroll 3
         for (int v = 0; v < 3; v++)
             a[r][v] = t->load ? vld1q_f32(acc + r * NR + 4 * v) : vdupq_n_f32(0.0f);
+    const char *wn = t->w_next;
     for (int k = 0; k < t->kc; k++, xp += NR, w += QTTS_CONV_MR) {
+        /* the next group's weights, a line per two panel rows */
+        if (wn && !(k & 1)) __builtin_prefetch(wn + (size_t)k * 32);
         const float32x4_t x0 = vld1q_f32(xp), x1 = vld1q_f32(xp + 4), x2 = vld1q_f32(xp + 8);
         const float32x4_t w0 = vld1q_f32(w), w1 = vld1q_f32(w + 4);
 #define ROW(r, wv, lane)                                        \

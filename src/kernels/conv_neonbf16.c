@@ -30,7 +30,9 @@ static void tile_bf16(const qtts_conv_tile *t) {
 #pragma GCC unroll 3
         for (int v = 0; v < 3; v++)
             a[r][v] = t->load ? vld1q_f32(acc + r * NR + 4 * v) : vdupq_n_f32(0.0f);
+    const char *wn = t->w_next;
     for (int k = 0; k < t->kc; k++, xp += NR, w += QTTS_CONV_MR) {
+        if (wn && !(k & 1)) __builtin_prefetch(wn + (size_t)k * 32);
         const bfloat16x8_t x0 = vreinterpretq_bf16_u32(vld1q_u32(xp)),
                            x1 = vreinterpretq_bf16_u32(vld1q_u32(xp + 4)),
                            x2 = vreinterpretq_bf16_u32(vld1q_u32(xp + 8));
