@@ -22,12 +22,14 @@
 #include <math.h>
 #include <string.h>
 
-#define NR 12
+#include "conv_neon_out.h"
+
+#define NR QTTS_NEON_NR
 #define INLINE static inline __attribute__((always_inline))
 
 static void tile_neon(const qtts_conv_tile *t) {
     const float *w = t->w, *xp = t->xp;
-    float *acc = t->acc;
+    const float *acc = t->acc;
     float32x4_t a[8][3];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; r++)
@@ -54,19 +56,7 @@ static void tile_neon(const qtts_conv_tile *t) {
         ROW(7, w1, 3);
 #undef ROW
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; r++)
-#pragma GCC unroll 3
-        for (int v = 0; v < 3; v++) vst1q_f32(acc + r * NR + 4 * v, a[r][v]);
-    if (!t->y) return;
-    for (int r = 0; r < t->rows; r++) {
-        float *yr = t->y + (size_t)r * t->ldy;
-        const float b = t->bias ? t->bias[r] : 0.0f;
-        for (int j = 0; j < t->cols; j++) {
-            const float v = acc[r * NR + j] + b;
-            yr[j] = t->accumulate ? yr[j] + v : v;
-        }
-    }
+    qtts_neon_tile_out(t, a);
 }
 
 /* ==== SnakeBeta =========================================================== */

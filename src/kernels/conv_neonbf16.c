@@ -19,11 +19,13 @@
 #include <arm_neon.h>
 #include <string.h>
 
-#define NR 12
+#include "conv_neon_out.h"
+
+#define NR QTTS_NEON_NR
 
 static void tile_bf16(const qtts_conv_tile *t) {
     const uint32_t *w = t->wb, *xp = t->xb;
-    float *acc = t->acc;
+    const float *acc = t->acc;
     float32x4_t a[8][3];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; r++)
@@ -52,19 +54,7 @@ static void tile_bf16(const qtts_conv_tile *t) {
         ROW(7, w1, 3);
 #undef ROW
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; r++)
-#pragma GCC unroll 3
-        for (int v = 0; v < 3; v++) vst1q_f32(acc + r * NR + 4 * v, a[r][v]);
-    if (!t->y) return;
-    for (int r = 0; r < t->rows; r++) {
-        float *yr = t->y + (size_t)r * t->ldy;
-        const float b = t->bias ? t->bias[r] : 0.0f;
-        for (int j = 0; j < t->cols; j++) {
-            const float v = acc[r * NR + j] + b;
-            yr[j] = t->accumulate ? yr[j] + v : v;
-        }
-    }
+    qtts_neon_tile_out(t, a);
 }
 
 static void pack_pair(uint32_t *dst, const float *a, const float *b, int cols, int nr) {

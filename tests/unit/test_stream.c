@@ -114,15 +114,21 @@ static void check_shape(const sink *s, int chunk, int first, const char *what) {
     CHECK(left == 0 && i == s->calls, "%s: %d calls, %d frames left", what, s->calls, left);
 }
 
-static void check_model(const char *name, const char *text, const char *speaker, bool long_run) {
-    char dir[256];
-    snprintf(dir, sizeof dir, "%s/%s", MODELS, name);
+/* The fixture model dir on two threads; NULL (err says why) if it fails. */
+static qtts_engine *open_two_threads(const char *dir, qtts_error *err) {
     qtts_engine_options o;
     qtts_engine_options_init(&o);
     o.n_threads = 2;
     qtts_engine *e = NULL;
+    return qtts_engine_open(dir, &o, &e, err) ? NULL : e;
+}
+
+static void check_model(const char *name, const char *text, const char *speaker, bool long_run) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/%s", MODELS, name);
     qtts_error err = {0};
-    REQUIRE(!qtts_engine_open(dir, &o, &e, &err), "%s: %s", name, err.msg);
+    qtts_engine *e = open_two_threads(dir, &err);
+    REQUIRE(e, "%s: %s", name, err.msg);
     qtts_session *ses = qtts_session_new(e, &err);
     qtts_request r;
     qtts_request_init(&r);
@@ -193,12 +199,9 @@ static bool clone_request(qtts_request *r, const char *text, int max_new_tokens)
 }
 
 static void test_stream_clone_and_limits(void) {
-    qtts_engine_options o;
-    qtts_engine_options_init(&o);
-    o.n_threads = 2;
-    qtts_engine *e = NULL;
     qtts_error err = {0};
-    REQUIRE(!qtts_engine_open(MODELS "/base06", &o, &e, &err), "%s", err.msg);
+    qtts_engine *e = open_two_threads(MODELS "/base06", &err);
+    REQUIRE(e, "%s", err.msg);
     qtts_session *ses = qtts_session_new(e, &err);
     qtts_request r;
     REQUIRE(clone_request(&r, "Cloned voice, streamed or not.", 20), "reference audio");
@@ -222,7 +225,7 @@ static void test_stream_clone_and_limits(void) {
     qtts_engine_close(e);
 
     /* a callback that cancels from a streamed push */
-    REQUIRE(!qtts_engine_open(MODELS "/cv06", &o, &e, &err), "%s", err.msg);
+    REQUIRE((e = open_two_threads(MODELS "/cv06", &err)), "%s", err.msg);
     ses = qtts_session_new(e, &err);
     qtts_request_init(&r);
     r.text = "Hello! This is a short test of the speech engine.";
@@ -249,12 +252,9 @@ static void test_stream_clone_and_limits(void) {
 }
 
 static void test_speed(void) {
-    qtts_engine_options o;
-    qtts_engine_options_init(&o);
-    o.n_threads = 2;
-    qtts_engine *e = NULL;
     qtts_error err = {0};
-    REQUIRE(!qtts_engine_open(MODELS "/cv06", &o, &e, &err), "%s", err.msg);
+    qtts_engine *e = open_two_threads(MODELS "/cv06", &err);
+    REQUIRE(e, "%s", err.msg);
     qtts_session *ses = qtts_session_new(e, &err);
     qtts_request r;
     qtts_request_init(&r);
@@ -333,7 +333,7 @@ static void test_speed(void) {
     qtts_engine_close(e);
 
     /* in-context cloning: decoded at finish, trimmed, then changed */
-    REQUIRE(!qtts_engine_open(MODELS "/base06", &o, &e, &err), "%s", err.msg);
+    REQUIRE((e = open_two_threads(MODELS "/base06", &err)), "%s", err.msg);
     ses = qtts_session_new(e, &err);
     REQUIRE(clone_request(&r, "Cloned voice, a little faster.", 40), "reference audio");
     sink a, b;
