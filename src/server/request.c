@@ -606,6 +606,13 @@ static bool finish(qtts_json *doc, bool ok, const qtts_req_limits *lim, qtts_spe
     }
     out->doc_ = doc;
     if (out->limit_is_error) out->max_frames = qtts_frame_budget(strlen(out->req.text), lim->max_frames);
+    /* Below speed 1 the audio sent is 1/speed times the audio generated: the
+     * frame cap shrinks so that it stays within the audio cap (and the
+     * response buffer within the bound it has at speed 1). */
+    if (out->req.speed > 0 && out->req.speed < 1) {
+        const int cap = QTTS_MAX(1, (int)floor(lim->max_frames * (double)out->req.speed));
+        if (out->max_frames > cap) out->max_frames = cap;
+    }
     /* max_new_tokens counts codebook-0 draws including the EOS draw. */
     out->req.max_new_tokens = out->max_frames + 1;
     /* A streamed response gets its audio as frames are generated (the same

@@ -224,6 +224,14 @@ static void test_native_fields(void) {
     EXPECT_ERR(r, 400, "seed", "invalid_value");
     r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"speed\":5}");
     EXPECT_ERR(r, 400, "speed", "invalid_value");
+    /* below speed 1 the frame cap shrinks with it (the audio cap counts what is sent) */
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"max_frames\":900,\"speed\":0.5}");
+    CHECK(r.ok && r.sp.max_frames == 500 && r.sp.req.max_new_tokens == 501, "speed 0.5: cap %d",
+          r.sp.max_frames);
+    qtts_speech_free(&r.sp);
+    r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"max_frames\":900,\"speed\":2}");
+    CHECK(r.ok && r.sp.max_frames == 900, "speed 2: cap %d", r.sp.max_frames);
+    qtts_speech_free(&r.sp);
     r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"seed\":1.5}");
     EXPECT_ERR(r, 400, "seed", "invalid_value");
     r = nat("{\"text\":\"x\",\"speaker\":\"ryan\",\"seed\":99999999999999999999}");
