@@ -233,6 +233,11 @@ EMU __m512i emu_mm512_srlv_epi16(__m512i a_, __m512i c_) {
     for (int i = 0; i < 32; i++) a.u16[i] = c.u16[i] > 15 ? 0 : (uint16_t)(a.u16[i] >> c.u16[i]);
     return a.si;
 }
+EMU __m512i emu_mm512_srli_epi16(__m512i a_, unsigned imm) {
+    emu512 a = {.si = a_};
+    for (int i = 0; i < 32; i++) a.u16[i] = imm > 15 ? 0 : (uint16_t)(a.u16[i] >> imm);
+    return a.si;
+}
 /* Arguments from the highest element down, as _mm512_set_*. */
 EMU __m512i emu_mm512_set_epi64(long long e7, long long e6, long long e5, long long e4,
                                 long long e3, long long e2, long long e1, long long e0) {
@@ -351,6 +356,8 @@ EMU __m512 emu_mm512_mask3_fmadd_ps(__m512 a_, __m512 b_, __m512 c_, __mmask16 k
 #define _mm512_extractf64x4_pd emu_mm512_extractf64x4_pd
 #undef _mm512_inserti64x4
 #define _mm512_inserti64x4 emu_mm512_inserti64x4
+#undef _mm512_srli_epi16
+#define _mm512_srli_epi16 emu_mm512_srli_epi16
 #undef _mm512_slli_epi32
 #define _mm512_slli_epi32 emu_mm512_slli_epi32
 #undef _mm512_sub_epi32

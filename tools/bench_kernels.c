@@ -109,19 +109,30 @@ static void fill_mat(uint8_t *p, qtts_dtype dt, int rows, int cols) {
         }
         return;
     }
-    for (size_t i = 0; i < n; i += 8) {
-        uint64_t r = next_rand();
-        memcpy(p + i, &r, QTTS_MIN(8, n - i));
-    }
+    /* quantized: random plain blocks, packed row by row (the layout the
+     * kernels read; the same bytes per row for these shapes) */
+    (void)n;
+    uint8_t *plain = qtts_malloc(rb);
+    QTTS_ASSERT(plain && qtts_packed_row_bytes(dt == QTTS_DT_Q4_0, cols) == rb);
     const size_t bb = dt == QTTS_DT_Q8_0 ? sizeof(qtts_block_q8_0) : sizeof(qtts_block_q4_0);
     const qtts_half d = qtts_f32_to_half(0.002f);
-    for (size_t i = 0; i < n; i += bb) {
-        memcpy(p + i, &d, 2);
-        if (dt == QTTS_DT_Q8_0)
-            for (size_t k = 2; k < bb; k++)
-                if (p[i + k] == 0x80) p[i + k] = 0x81;   /* -128 is not a valid code */
+    for (int r = 0; r < rows; r++) {
+        for (size_t i = 0; i < rb; i += 8) {
+            uint64_t v = next_rand();
+            memcpy(plain + i, &v, QTTS_MIN(8, rb - i));
+        }
+        for (size_t i = 0; i < rb; i += bb) {
+            memcpy(plain + i, &d, 2);
+            if (dt == QTTS_DT_Q8_0)
+                for (size_t k = 2; k < bb; k++)
+                    if (plain[i + k] == 0x80) plain[i + k] = 0x81;   /* -128 is not a valid code */
+        }
+        qtts_pack_row(plain, p + (size_t)r * rb, cols, dt == QTTS_DT_Q4_0);
     }
+    qtts_free(plain);
 }
+
+static bool is_quant(qtts_dtype dt) { return dt == QTTS_DT_Q8_0 || dt == QTTS_DT_Q4_0; }
 
 /* ==== matvec per shape =================================================== */
 
@@ -162,7 +173,7 @@ static result bench_shape(uint8_t *arena, size_t set_bytes, const shape *s, qtts
         double t0 = qtts_now();
         for (int k = 0; k < reps; k++)
             for (int c = 0; c < copies; c++) {
-                const qtts_mat W = {arena + (size_t)c * wb, dt, s->rows, s->cols};
+                const qtts_mat W = {arena + (size_t)c * wb, dt, s->rows, s->cols, is_quant(dt)};
                 qtts_matmul_isa(isa, y, x, g_rows, &W, NULL);
             }
         const double t = qtts_now() - t0;
@@ -204,16 +215,16 @@ static bool model_new(model *m, qtts_dtype dt) {
     for (int l = 0; l < 33; l++) {
         layer *L = l < 28 ? &m->talker[l] : &m->cp[l - 28];
         for (int i = 0; i < 7; i++) {
-            L->m[i] = (qtts_mat){p, dt, lr[i], lc[i]};
+            L->m[i] = (qtts_mat){p, dt, lr[i], lc[i], is_quant(dt)};
             fill_mat(p, dt, lr[i], lc[i]);
             p += qtts_mat_row_bytes(dt, lc[i]) * lr[i];
         }
     }
-    m->head = (qtts_mat){p, dt, 3072, 1024};
+    m->head = (qtts_mat){p, dt, 3072, 1024, is_quant(dt)};
     fill_mat(p, dt, 3072, 1024);
     p += head_bytes;
     for (int j = 0; j < 15; j++) {
-        m->cp_head[j] = (qtts_mat){p, dt, 2048, 1024};
+        m->cp_head[j] = (qtts_mat){p, dt, 2048, 1024, is_quant(dt)};
         fill_mat(p, dt, 2048, 1024);
         p += cph;
     }

@@ -328,11 +328,20 @@ static qtts_status write_weights(const qtts_st_set *set, const char *src_dir, co
     for (size_t i = 0; i < n && !st; i++) {
         const qtts_tensor *t = ot[i].t;
         if (ot[i].dt != t->dtype) {
+            /* the file holds the plain blocks of quant.h: each packed row
+             * is unpacked as it is written */
             qtts_mat src_m = qtts_mat_from(t), qm;
-            if (!(st = qtts_mat_quantize(&src_m, ot[i].dt, &qm, err))) {
-                st = write_all(f, qm.data, (size_t)ot[i].nbytes, path, err);
+            const size_t prb = qtts_mat_row_bytes(ot[i].dt, src_m.cols);
+            uint8_t *plain = qtts_malloc(prb);
+            if (!plain) st = qtts_fail(err, QTTS_ERR_NOMEM, "out of memory (row buffer)");
+            else if (!(st = qtts_mat_quantize(&src_m, ot[i].dt, &qm, err))) {
+                for (int r = 0; r < qm.rows && !st; r++) {
+                    qtts_mat_unpack_row(&qm, r, plain);
+                    st = write_all(f, plain, prb, path, err);
+                }
                 qtts_mat_free(&qm);
             }
+            qtts_free(plain);
         } else {
             st = write_all(f, t->data, (size_t)t->nbytes, path, err);
         }

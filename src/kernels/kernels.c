@@ -200,7 +200,7 @@ static void matmul_jobs(const qtts_isa *isa, int count, float *const *y, const f
     const bool q = quantized(W[0]->dtype);
     for (int m = 0; m < count; m++) {
         QTTS_ASSERT(W[m]->cols == C && quantized(W[m]->dtype) == q);
-        if (q) QTTS_ASSERT(C % QTTS_QK == 0 && ((uintptr_t)W[m]->data & 1) == 0);
+        if (q) QTTS_ASSERT(C % QTTS_QK == 0 && W[m]->packed);
         jobs[m] = (qtts_mm_job){.W = W[m], .n = n, .x = x, .bias = bias, .y = y[m]};
         jp[m] = &jobs[m];
         fns[m] = mm_fn(isa, W[m]->dtype);
@@ -209,34 +209,59 @@ static void matmul_jobs(const qtts_isa *isa, int count, float *const *y, const f
         run_split(count, jp, fns);
         return;
     }
-    /* Quantized activations: codes [m, C] and scales [m, C/32] for m rows
-     * of x at a time, all n when they fit the stack buffer or the heap,
-     * else as many as fit the stack buffer (same results, W read more). */
-    const size_t row_bytes = (size_t)C + (size_t)(C / QTTS_QK) * sizeof(float);
-    _Alignas(64) uint8_t stack_buf[12 * 1024];
+    /* Quantized activations, packed (qtts_mm_job) for m rows of x at a
+     * time: all n when they fit the stack buffer or the heap, else as many
+     * as fit the stack buffer (same results, W read more). One row's plain
+     * codes and scales go through the tail of the buffer first. */
+    const int nb = C / QTTS_QK, ng = qtts_packed_groups(C);
+    const size_t row_bytes = qtts_packed_act_bytes(C), plain_bytes = (size_t)C + (size_t)nb * 4;
+    _Alignas(64) uint8_t stack_buf[16 * 1024];
     uint8_t *buf = stack_buf, *heap = NULL;
-    int mrows = (int)(sizeof stack_buf / row_bytes);
-    if (mrows < n && (heap = qtts_aligned_alloc(row_bytes * n))) {
+    int mrows = (int)((sizeof stack_buf - plain_bytes) / row_bytes);
+    if (mrows < n && (heap = qtts_aligned_alloc(row_bytes * n + plain_bytes))) {
         buf = heap;
         mrows = n;
     }
     QTTS_ASSERT(mrows >= 1);
     for (int t0 = 0; t0 < n; t0 += mrows) {
         const int mt = QTTS_MIN(mrows, n - t0);
-        float *xd = (float *)buf;
-        int8_t *xq = (int8_t *)(buf + (size_t)mt * (C / QTTS_QK) * sizeof(float));
-        for (int t = 0; t < mt; t++)
-            isa->quantize_act(x + (size_t)(t0 + t) * C, C, xq + (size_t)t * C,
-                              xd + (size_t)t * (C / QTTS_QK));
+        int8_t *xq = (int8_t *)buf;                       /* 64-byte aligned */
+        float *xd = (float *)(buf + (size_t)mt * ng * 512);
+        int32_t *xs = (int32_t *)(xd + (size_t)mt * ng * 16);
+        float *pd = (float *)(xs + (size_t)mt * ng * 16); /* one plain row */
+        int8_t *pq = (int8_t *)(pd + nb);
+        for (int t = 0; t < mt; t++) {
+            isa->quantize_act(x + (size_t)(t0 + t) * C, C, pq, pd);
+            qtts_pack_act(pq, pd, C, xq + (size_t)t * ng * 512, xd + (size_t)t * ng * 16,
+                          xs + (size_t)t * ng * 16);
+        }
         for (int m = 0; m < count; m++) {
             jobs[m].n = mt;
             jobs[m].xq = xq;
             jobs[m].xd = xd;
+            jobs[m].xs = xs;
             jobs[m].y = y[m] + (size_t)t0 * W[m]->rows;
         }
         run_split(count, jp, fns);
     }
     qtts_free(heap);
+}
+
+void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float *xd, int32_t *xs) {
+    const int nb = cols / QTTS_QK, ng = qtts_packed_groups(cols);
+    memset(xq, 0, (size_t)ng * 512);
+    memset(xd, 0, sizeof(float) * ng * 16);
+    memset(xs, 0, sizeof(int32_t) * ng * 16);
+    for (int b = 0; b < nb; b++) {
+        const int g = b / 16, i = b % 16;
+        int32_t sum = 0;
+        for (int k = 0; k < 8; k++) {
+            memcpy(xq + (size_t)g * 512 + 64 * k + 4 * i, q + b * QTTS_QK + 4 * k, 4);
+            for (int e = 0; e < 4; e++) sum += q[b * QTTS_QK + 4 * k + e];
+        }
+        xd[b] = d[b];
+        xs[b] = sum;
+    }
 }
 
 void qtts_matmul_isa(const qtts_isa *isa, float *y, const float *x, int n, const qtts_mat *W,

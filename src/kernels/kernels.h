@@ -29,6 +29,10 @@ typedef struct {
     const void *data;
     qtts_dtype dtype;   /* QTTS_DT_F32, QTTS_DT_BF16, QTTS_DT_Q8_0 or QTTS_DT_Q4_0 */
     int rows, cols;     /* logical elements; cols % 32 == 0 for Q8_0/Q4_0 */
+    /* Q8_0/Q4_0: rows in the CPU's packed layout (quant.h), the only one
+     * qtts_matmul takes; false: the file's plain blocks (a tensor view,
+     * for qtts_mat_pack, writers and uploads). */
+    bool packed;
 } qtts_mat;
 
 /* View a tensor as a matrix: rank-2 [rows, cols], or rank-3 [rows, cols, 1]
@@ -52,17 +56,30 @@ void qtts_matmul_multi(int count, float *const *y, const float *x, int n, const 
  * (dequantized for Q8_0/Q4_0). */
 void qtts_mat_row(float *out, const qtts_mat *W, int row);
 
-/* Bytes of one row of cols elements in a matrix of dtype dt. */
+/* Bytes of one row of cols elements in a matrix of dtype dt, plain layout
+ * (as in files). */
 size_t qtts_mat_row_bytes(qtts_dtype dt, int cols);
+/* Bytes from one row of m to the next (packed or plain). */
+size_t qtts_mat_stride(const qtts_mat *m);
 
 /* Load-time quantization: *dst = src (F32 or BF16) in format q (QTTS_DT_Q8_0
- * or QTTS_DT_Q4_0), with its own memory (release with qtts_mat_free).
- * Fails with QTTS_ERR_INVALID if src.cols % 32 != 0 or the formats do not
- * apply, QTTS_ERR_NOMEM on allocation failure; *dst is then zeroed. */
+ * or QTTS_DT_Q4_0), packed, with its own memory (release with
+ * qtts_mat_free). Fails with QTTS_ERR_INVALID if src.cols % 32 != 0 or the
+ * formats do not apply, QTTS_ERR_NOMEM on allocation failure; *dst is then
+ * zeroed. */
 qtts_status qtts_mat_quantize(const qtts_mat *src, qtts_dtype q, qtts_mat *dst, qtts_err *err);
 
-/* Frees the memory of a matrix returned by qtts_mat_quantize and zeroes
- * it (NULL and zeroed matrices are fine). Never call it on a view. */
+/* *dst = a packed copy of the plain Q8_0/Q4_0 matrix src (a file tensor),
+ * with its own memory; the same failures as qtts_mat_quantize. */
+qtts_status qtts_mat_pack(const qtts_mat *src, qtts_mat *dst, qtts_err *err);
+
+/* Row `row` of the packed matrix m in the plain layout
+ * (qtts_mat_row_bytes(m->dtype, m->cols) bytes at plain). */
+void qtts_mat_unpack_row(const qtts_mat *m, int row, void *plain);
+
+/* Frees the memory of a matrix returned by qtts_mat_quantize or
+ * qtts_mat_pack and zeroes it (NULL and zeroed matrices are fine). Never
+ * call it on a view. */
 void qtts_mat_free(qtts_mat *m);
 
 /* The instruction set qtts_matmul runs on here: "avx512", "avx-vnni",

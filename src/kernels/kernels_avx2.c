@@ -13,14 +13,16 @@
  * decode has its own tile that holds the lanes as even/odd halves, which
  * saves the widening shuffles (tile_bf16_split).
  *
- * Q8_0/Q4_0: a block's 32 codes are one 256-bit vector; the 8 int32 lanes
- * of the integer dot are the P[j] of the reference. Without VNNI this is
- * maddubs (unsigned times signed bytes, pairs summed to 16 bits) then madd
- * with ones. Q8_0 feeds it |x| and w with x's sign; codes are at most 127
- * in magnitude, so the pair sums never saturate (2 * 127 * 127 < 32767).
- * Q4_0 feeds it the raw nibbles (0..15) and x, and subtracts 8 * sum(x)
- * per lane, which saves the unpacked codes' sign handling. Even and odd
- * blocks go to the two fp32 accumulators of the pair.
+ * Q8_0/Q4_0: the packed layout (quant.h) puts one block in each 32-bit
+ * lane, so the 16 lanes of a group are two 8-wide halves and a lane's
+ * int32 sum is its block's whole integer dot; the fp32 work (scale
+ * product, convert, multiply-add) is one instruction per 8 blocks.
+ * Without VNNI the byte products are maddubs (unsigned times signed,
+ * pairs summed to 16 bits) then madd with ones: Q8_0 feeds it |x| and the
+ * signed codes with x's sign (pair sums never saturate: 2 * 127 * 127 <
+ * 32767), Q4_0 the raw nibbles (0..15) and x, from a start of
+ * -8 * (the block's sum of x). AVX-VNNI's VPDPBUSD takes the stored
+ * unsigned codes of both formats directly.
  */
 #include "kernels_impl.h"
 
@@ -234,90 +236,110 @@ static void mm_bf16(const qtts_mm_job *j, int r0, int r1) {
 
 /* ==== Q8_0 / Q4_0 ======================================================== */
 
-/* The 8 partials P[j] = sum_{k<4} w[4j+k] * x[4j+k] of a Q8_0 block. */
-INLINE __m256i dot_q8(__m256i w, __m256i x) {
-    const __m256i ax = _mm256_sign_epi8(x, x), sw = _mm256_sign_epi8(w, x);
+/* a + the 8 lanes' int32 dots of unsigned bytes u and signed bytes x
+ * (4 bytes a lane). Without VNNI: maddubs (pairs to 16 bits, saturating)
+ * then madd with ones; only for u <= 15 (Q4_0 nibbles: pair sums at most
+ * 2 * 15 * 127). */
+INLINE __m256i dot_u(__m256i a, __m256i u, __m256i x) {
 #ifdef QTTS_AVXVNNI
-    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), ax, sw);
+    return _mm256_dpbusd_avx_epi32(a, u, x);
 #else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
+    return _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
 #endif
 }
 
-/* The same for a Q4_0 block from its unsigned nibbles n = w + 8:
- * sum (n - 8) x = sum n x - 8 sum x, with x8[j] = 8 * sum_{k<4} x[4j+k]
- * (x8_sums) computed once per activation block. */
-INLINE __m256i dot_q4(__m256i nib, __m256i x, __m256i x8) {
+/* a + the lane dots of Q8_0 codes stored as code + 128 (wu) and x. With
+ * VNNI the unsigned codes go in as they are (the lane started from
+ * -128 * sum x); without, the signed codes (wu ^ 0x80) with |x| and x's
+ * sign, whose pair sums never saturate (2 * 127 * 127 < 32767). */
+INLINE __m256i dot_q8(__m256i a, __m256i wu, __m256i x) {
 #ifdef QTTS_AVXVNNI
-    return _mm256_sub_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), nib, x), x8);
+    return _mm256_dpbusd_avx_epi32(a, wu, x);
 #else
-    return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(nib, x), _mm256_set1_epi16(1)), x8);
+    const __m256i w = _mm256_xor_si256(wu, _mm256_set1_epi8((char)0x80));
+    return _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(x, x),
+                                                                      _mm256_sign_epi8(w, x)),
+                                                 _mm256_set1_epi16(1)));
 #endif
 }
 
-INLINE __m256i x8_sums(__m256i x) {
-    const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), _mm256_set1_epi16(1));
-    return _mm256_slli_epi32(s, 3);
+/* Where each lane's integer dot starts: -k * (the block's sum of x codes)
+ * for unsigned codes (Q4_0 nibbles k = 8; Q8_0 k = 128 with VNNI), else 0. */
+INLINE __m256i dot_start(const int32_t *xs, const bool q4) {
+#ifndef QTTS_AVXVNNI
+    if (!q4) return _mm256_setzero_si256();
+#endif
+    return _mm256_sub_epi32(_mm256_setzero_si256(),
+                            _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)xs), q4 ? 3 : 7));
 }
 
-/* The 32 codes of block b of a row: Q8_0 as signed bytes, Q4_0 as the
- * unsigned nibbles (code + 8). */
-INLINE __m256i load_codes(const uint8_t *row, int b, const bool q4) {
-    if (q4) { /* the 16 bytes in both lanes, the upper lane shifted by 4 */
-        const uint8_t *blk = row + (size_t)b * sizeof(qtts_block_q4_0);
-        const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2)));
-        return _mm256_and_si256(_mm256_srlv_epi64(q, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(15));
-    }
-    return _mm256_loadu_si256((const __m256i *)(row + (size_t)b * sizeof(qtts_block_q8_0) + 2));
-}
-
-INLINE float block_scale(const uint8_t *row, int b, const bool q4) {
-    const uint8_t *blk = row + (size_t)b * (q4 ? sizeof(qtts_block_q4_0) : sizeof(qtts_block_q8_0));
-    uint16_t h;
-    __builtin_memcpy(&h, blk, sizeof h);
-    return _cvtsh_ss(h);
-}
-
+/* Rows r0.. of W against x rows t..: the 16 lanes of a group are two
+ * halves (lanes 0-7: bytes 0-31 of each 64-byte vector, blocks 16g..16g+7;
+ * lanes 8-15: bytes 32-63), each an 8-wide accumulator. */
 INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const int RX,
                        const bool q4) {
-    const int C = j->W->cols, R = j->W->rows, nb = C / QTTS_QK;
-    const size_t rb = qtts_mat_row_bytes(j->W->dtype, C);
-    const size_t bb = q4 ? sizeof(qtts_block_q4_0) : sizeof(qtts_block_q8_0);
+    const int C = j->W->cols, R = j->W->rows, ng = qtts_packed_groups(C);
+    const int K = qtts_packed_vectors(q4);
+    const size_t rb = qtts_mat_stride(j->W), code_bytes = (size_t)ng * K * 64;
     const uint8_t *w[4];
     const int8_t *xq[2];
     const float *xd[2];
+    const int32_t *xs[2];
     __m256 acc[2][4][2];
+    const __m256i low4 = _mm256_set1_epi8(15);
 #pragma GCC unroll 4
     for (int r = 0; r < RW; r++) w[r] = (const uint8_t *)j->W->data + (size_t)(r0 + r) * rb;
 #pragma GCC unroll 2
     for (int p = 0; p < RX; p++) {
-        xq[p] = j->xq + (size_t)(t + p) * C;
-        xd[p] = j->xd + (size_t)(t + p) * nb;
+        xq[p] = j->xq + (size_t)(t + p) * ng * 512;
+        xd[p] = j->xd + (size_t)(t + p) * ng * 16;
+        xs[p] = j->xs + (size_t)(t + p) * ng * 16;
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) acc[p][r][0] = acc[p][r][1] = _mm256_setzero_ps();
     }
-    for (int b = 0; b < nb; b += 2) {   /* even block -> acc[..][0], odd -> acc[..][1] */
+    for (int g = 0; g < ng; g++) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            if (b + h == nb) break;
-            __m256i xv[2], x8[2];
+            __m256i x0[2];
+            __m256 dx[2];
 #pragma GCC unroll 2
             for (int p = 0; p < RX; p++) {
-                xv[p] = _mm256_loadu_si256((const __m256i *)(xq[p] + (b + h) * QTTS_QK));
-                if (q4) x8[p] = x8_sums(xv[p]);
+                x0[p] = dot_start(xs[p] + g * 16 + 8 * h, q4);
+                dx[p] = _mm256_loadu_ps(xd[p] + g * 16 + 8 * h);
             }
 #pragma GCC unroll 4
             for (int r = 0; r < RW; r++) {
-                if (t == 0) prefetch(w[r] + (size_t)(b + h) * bb + RW * rb);
-                const __m256i wv = load_codes(w[r], b + h, q4);
-                const float dw = block_scale(w[r], b + h, q4);
-#pragma GCC unroll 2
-                for (int p = 0; p < RX; p++) {
-                    const __m256i part = q4 ? dot_q4(wv, xv[p], x8[p]) : dot_q8(wv, xv[p]);
-                    const __m256 f = _mm256_cvtepi32_ps(part);
-                    const __m256 s = _mm256_set1_ps(dw * xd[p][b + h]);
-                    acc[p][r][h] = _mm256_fmadd_ps(f, s, acc[p][r][h]);
+                const uint8_t *cw = w[r] + (size_t)g * K * 64 + 32 * h;
+                const uint8_t *sw = w[r] + code_bytes + (size_t)g * 32 + 16 * h;
+                if (t == 0 && h == 0) {
+#pragma GCC unroll 8
+                    for (int k = 0; k < K; k++) prefetch(cw + 64 * k + RW * rb);
+                    if (!(g & 1)) prefetch(sw + RW * rb);
                 }
+                __m256i a[2];
+#pragma GCC unroll 2
+                for (int p = 0; p < RX; p++) a[p] = x0[p];
+#pragma GCC unroll 8
+                for (int k = 0; k < K; k++) {
+                    const __m256i L = _mm256_loadu_si256((const __m256i *)(cw + 64 * k));
+#pragma GCC unroll 2
+                    for (int p = 0; p < RX; p++) {
+                        const int8_t *xg = xq[p] + (size_t)g * 512 + 32 * h;
+                        const __m256i xk = _mm256_loadu_si256((const __m256i *)(xg + 64 * k));
+                        if (q4) {
+                            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xg + 64 * (k + 4)));
+                            a[p] = dot_u(a[p], _mm256_and_si256(L, low4), xk);
+                            a[p] = dot_u(a[p], _mm256_and_si256(_mm256_srli_epi16(L, 4), low4), xh);
+                        } else {
+                            a[p] = dot_q8(a[p], L, xk);
+                        }
+                    }
+                }
+                const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sw));
+#pragma GCC unroll 2
+                for (int p = 0; p < RX; p++)
+                    acc[p][r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[p]), _mm256_mul_ps(dw, dx[p]),
+                                                   acc[p][r][h]);
             }
         }
     }

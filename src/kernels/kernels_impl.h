@@ -35,14 +35,17 @@
  *
  * Q8_0/Q4_0, every path including the reference: each row of x is
  *   quantized per 32-element block b (qtts_quantize_act_ref: scale
- *   dx = amax/127, codes round-half-even(x/dx) in [-127, 127]); for block b
- *   the 8 integer partials P[j] = sum_{k<4} w[32b+4j+k] * q[32b+4j+k] are
- *   exact; lane (b mod 2)*8 + j = fma((float)P[j], dw(b) * dx(b), lane),
- *   the scale product rounded, then one rounding for the multiply-add; the
- *   16 lanes fold as above; then the bias. All paths are bit-identical to
- *   the reference. (The fused step matters: on AVX-512 the fp32 work per
- *   block, not the integer dot, bounds these kernels, and fusing cut the
- *   4-row matmul's time by 13-16%.)
+ *   dx = amax/127, codes round-half-even(x/dx) in [-127, 127]); the
+ *   block's integer dot P(b) = sum_{i<32} w[32b+i] * q[32b+i] (signed
+ *   codes) is exact; lane b mod 16 = fma((float)P(b), dw(b) * dx(b), lane)
+ *   for b = 0, 1, ... in order (the scale product rounded, then one
+ *   rounding for the multiply-add; |P| < 2^24, so the conversion is
+ *   exact); the 16 lanes fold as above; then the bias. This is the order
+ *   of the packed layout (quant.h), where a 32-bit lane accumulates one
+ *   block: every path, the CUDA kernel too, is bit-identical to the
+ *   reference. The fp32 work per block (the scale product, the convert,
+ *   the multiply-add), not the integer dot, bounds these kernels on
+ *   AVX-512, so it is done 16 blocks per instruction.
  *   Budget against the f32 reference on the dequantized weights W' (the
  *   activation codes are within dx/2 of x, plus the fp32 rounding of both
  *   sums), with m_i = |w'_i| (|x_i| + dx(b(i))):
@@ -66,16 +69,28 @@
 #define QTTS_ISA_ARM64 1
 #endif
 
-/* Rows [r0, r1) of W against all n rows of x: y[t*rows + r]. */
+/* Rows [r0, r1) of W against all n rows of x: y[t*rows + r]. Quantized
+ * weights (always packed) take x quantized and packed like them
+ * (qtts_pack_act): per x row, ng = qtts_packed_groups(cols) groups. */
 typedef struct {
     const qtts_mat *W;
     int n;
-    const float *x;     /* [n, cols]    F32/BF16 weights */
-    const int8_t *xq;   /* [n, cols]    Q8_0/Q4_0: activation codes */
-    const float *xd;    /* [n, cols/32] Q8_0/Q4_0: activation scales */
+    const float *x;     /* [n, cols]       F32/BF16 weights */
+    const int8_t *xq;   /* [n, ng*512]     Q8_0/Q4_0: codes, byte 64*(8g+k) + 4i + j =
+                         *                 code 4k + j of block 16g + i (0 past the end) */
+    const float *xd;    /* [n, ng*16]      scale of block 16g + i (0 past the end) */
+    const int32_t *xs;  /* [n, ng*16]      sum of block 16g + i's codes (0 past the end) */
     const float *bias;  /* [rows] or NULL */
     float *y;           /* [n, rows] */
 } qtts_mm_job;
+
+/* Bytes of one packed x row of cols columns: codes, scales and sums. */
+static inline size_t qtts_packed_act_bytes(int cols) {
+    return (size_t)qtts_packed_groups(cols) * (512 + 16 * sizeof(float) + 16 * sizeof(int32_t));
+}
+/* One row's codes q[cols] and scales d[cols/32] (qtts_quantize_act_ref) in
+ * the packed order of qtts_mm_job. */
+void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float *xd, int32_t *xs);
 
 typedef void (*qtts_mm_fn)(const qtts_mm_job *j, int r0, int r1);
 
@@ -141,8 +156,9 @@ static inline void qtts_quantize_act_ref(const float *x, int cols, int8_t *q, fl
     }
 }
 
-/* Reference quantized row dots in the order stated above (kernels_ref.c);
- * w is one row of blocks, xq/xd one quantized row of x. */
+/* Reference quantized row dots in the order stated above (kernels_ref.c),
+ * on the plain layout: w is one row of blocks, xq/xd one quantized row of
+ * x (not packed). The oracle the packed paths are tested against. */
 float qtts_dot_q8_0_ref(const void *w, const int8_t *xq, const float *xd, int cols);
 float qtts_dot_q4_0_ref(const void *w, const int8_t *xq, const float *xd, int cols);
 

@@ -2,9 +2,9 @@
  * kernels_neon.c - AArch64 NEON row kernels, in the orders of
  * kernels_impl.h; bit-identical to the x86 SIMD paths. kernels_neondot.c
  * compiles this file a second time with QTTS_NEON_DOTPROD defined (and
- * -march=armv8.2-a+dotprod), which forms the int8 partials with SDOT;
- * this baseline build uses widening multiplies and pairwise adds, which
- * give the same exact integers.
+ * -march=armv8.2-a+dotprod), which forms the quantized blocks' integer
+ * dots with SDOT; this baseline build uses widening multiplies and
+ * pairwise adds, which give the same exact integers.
  *
  * F32/BF16: the 16 lanes of a (W row, x row) pair are four float32x4
  * accumulators (lanes 0-3, 4-7, 8-11, 12-15), one fused multiply-add each
@@ -12,10 +12,16 @@
  * (16 accumulators of 32 registers). The last, partial group is read from
  * zero-padded copies.
  *
- * Q8_0/Q4_0: a block's partials P[0..3] and P[4..7] are two int32x4; even
- * blocks go to the pair's lanes 0-7, odd blocks to lanes 8-15, each added
- * with one fused multiply-add by the block's scale product (vfmaq_n_f32),
- * the order of kernels_impl.h.
+ * Q8_0/Q4_0: the packed layout (quant.h) puts 16 blocks in the 32-bit
+ * lanes of each 64-byte vector, i.e. 4 blocks per q-register: lane i of
+ * the 16 is lane i%4 of register i/4, the F32 accumulators' lanes. Each
+ * lane forms its block's exact integer dot (SDOT, or widening multiplies
+ * and pairwise adds), so the fp32 work of kernels_impl.h (convert, scale
+ * product, fused multiply-add) is one instruction per 4 blocks, in the
+ * reference's lane order. Q8_0 codes are turned back to signed (an xor
+ * of the sign bit); Q4_0 nibbles (code + 8, 0..15) are used as they are
+ * and each lane starts from -8 times the block's x code sum. Decode uses
+ * 4x1 tiles, several x rows 2x2.
  */
 #include "kernels_impl.h"
 
@@ -134,68 +140,109 @@ static void mm_bf16(const qtts_mm_job *j, int r0, int r1) { mm_float(j, r0, r1, 
 
 /* ==== Q8_0 / Q4_0 ======================================================== */
 
-/* P[0..3] (from 16 codes w, x) of half a block. */
-INLINE int32x4_t dot_i8(int8x16_t w, int8x16_t x) {
+/* Lanes 4q..4q+3 (register q of the 16) of one group of a packed weight
+ * row against a packed x row: lane l is the exact integer dot of block
+ * 16g + 4q + l. wv[k] are the weight codes matched with x vector k (bytes
+ * 16q..16q+15 of each: the same 4 code bytes of 4 consecutive blocks), x
+ * is the x row's group plus 16q, and a0 is the lanes' start (-8 times the
+ * blocks' x code sums for the Q4_0 nibbles, which are code + 8; 0 for Q8_0,
+ * whose codes are turned back to signed). */
+INLINE int32x4_t dot_group(const int8x16_t wv[8], const int8_t *x, int32x4_t a0, const bool q4) {
 #ifdef QTTS_NEON_DOTPROD
-    return vdotq_s32(vdupq_n_s32(0), w, x);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) a0 = vdotq_s32(a0, wv[k], vld1q_s8(x + 64 * k));
+    return a0;
 #else
-    const int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(x)));
-    const int32x4_t hi = vpaddlq_s16(vmull_s8(vget_high_s8(w), vget_high_s8(x)));
-    return vpaddq_s32(lo, hi);
+    /* int16 products summed per byte position, then pairwise into the
+     * lanes: Q4_0's 8 products per position (|w| <= 15) fit in int16,
+     * Q8_0's only 2 (|w| <= 127), so Q8_0 widens after every pair. */
+    int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
+    int16x8_t ml = vdupq_n_s16(0), mh = vdupq_n_s16(0);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const int8x16_t xv = vld1q_s8(x + 64 * k);
+        if (!q4 && k % 2 == 0) {
+            ml = vmull_s8(vget_low_s8(wv[k]), vget_low_s8(xv));
+            mh = vmull_high_s8(wv[k], xv);
+        } else {
+            ml = vmlal_s8(ml, vget_low_s8(wv[k]), vget_low_s8(xv));
+            mh = vmlal_high_s8(mh, wv[k], xv);
+        }
+        if (!q4 && k % 2 == 1) {
+            lo = vpadalq_s16(lo, ml);
+            hi = vpadalq_s16(hi, mh);
+        }
+    }
+    if (q4) {
+        lo = vpaddlq_s16(ml);
+        hi = vpaddlq_s16(mh);
+    }
+    return vaddq_s32(a0, vpaddq_s32(lo, hi));
 #endif
 }
 
+/* Rows r0..r0+RW-1 of W against x rows t..t+RX-1. Per group and register
+ * q, each weight row's codes are loaded and made signed once for the tile's
+ * x rows; the x vectors are loaded where they are used (L1 hits). */
 INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const int RX,
                        const bool q4) {
-    const int C = j->W->cols, R = j->W->rows, nb = C / QTTS_QK;
-    const size_t rb = qtts_mat_row_bytes(j->W->dtype, C);
-    const size_t bb = q4 ? sizeof(qtts_block_q4_0) : sizeof(qtts_block_q8_0);
+    const int C = j->W->cols, R = j->W->rows, ng = qtts_packed_groups(C);
+    const int K = qtts_packed_vectors(q4);
+    const size_t rb = qtts_mat_stride(j->W), code_bytes = (size_t)ng * K * 64;
+    const size_t ahead = (size_t)RW * rb;
     const uint8_t *w[4];
     const int8_t *xq[2];
     const float *xd[2];
+    const int32_t *xs[2];
     float32x4_t acc[2][4][4];   /* [x row][W row][lanes 0-3, 4-7, 8-11, 12-15] */
 #pragma GCC unroll 4
     for (int r = 0; r < RW; r++) w[r] = (const uint8_t *)j->W->data + (size_t)(r0 + r) * rb;
 #pragma GCC unroll 2
     for (int p = 0; p < RX; p++) {
-        xq[p] = j->xq + (size_t)(t + p) * C;
-        xd[p] = j->xd + (size_t)(t + p) * nb;
+        xq[p] = j->xq + (size_t)(t + p) * ng * 512;
+        xd[p] = j->xd + (size_t)(t + p) * ng * 16;
+        xs[p] = j->xs + (size_t)(t + p) * ng * 16;
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++)
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) acc[p][r][q] = vdupq_n_f32(0.0f);
     }
-    for (int b = 0; b < nb; b++) {
-        const int h = 2 * (b & 1);
-        int8x16_t xv[2][2];
-#pragma GCC unroll 2
-        for (int p = 0; p < RX; p++) {
-            xv[p][0] = vld1q_s8(xq[p] + b * QTTS_QK);
-            xv[p][1] = vld1q_s8(xq[p] + b * QTTS_QK + 16);
-        }
+    const uint8x16_t low4 = vdupq_n_u8(15), sign = vdupq_n_u8(0x80);
+    for (int g = 0; g < ng; g++) {
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) {
-            const uint8_t *blk = w[r] + (size_t)b * bb;
-            if (t == 0) prefetch(blk + RW * rb);
-            __fp16 hd;
-            __builtin_memcpy(&hd, blk, sizeof hd);
-            const float dw = (float)hd;
-            int8x16_t lo, hi;
-            if (q4) {
-                const uint8x16_t q = vld1q_u8(blk + 2);
-                lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(15))), vdupq_n_s8(8));
-                hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
-            } else {
-                lo = vld1q_s8((const int8_t *)blk + 2);
-                hi = vld1q_s8((const int8_t *)blk + 18);
+            const uint8_t *cw = w[r] + (size_t)g * K * 64;
+            const uint16_t *sw = (const uint16_t *)(w[r] + code_bytes) + g * 16;
+            if (t == 0) {
+#pragma GCC unroll 8
+                for (int k = 0; k < K; k++) prefetch(cw + 64 * k + ahead);
+                prefetch((const uint8_t *)sw + ahead);
             }
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                int8x16_t wv[8];
+                if (q4) {
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        const uint8x16_t L = vld1q_u8(cw + 64 * k + 16 * q);
+                        wv[k] = vreinterpretq_s8_u8(vandq_u8(L, low4));
+                        wv[k + 4] = vreinterpretq_s8_u8(vshrq_n_u8(L, 4));
+                    }
+                } else {
+#pragma GCC unroll 8
+                    for (int k = 0; k < 8; k++)
+                        wv[k] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(cw + 64 * k + 16 * q), sign));
+                }
+                const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sw + 4 * q)));
 #pragma GCC unroll 2
-            for (int p = 0; p < RX; p++) {
-                const float s = dw * xd[p][b];
-                const float32x4_t f0 = vcvtq_f32_s32(dot_i8(lo, xv[p][0]));
-                const float32x4_t f1 = vcvtq_f32_s32(dot_i8(hi, xv[p][1]));
-                acc[p][r][h] = vfmaq_n_f32(acc[p][r][h], f0, s);
-                acc[p][r][h + 1] = vfmaq_n_f32(acc[p][r][h + 1], f1, s);
+                for (int p = 0; p < RX; p++) {
+                    const int b = g * 16 + 4 * q;
+                    const int32x4_t a0 = q4 ? vnegq_s32(vshlq_n_s32(vld1q_s32(xs[p] + b), 3))
+                                            : vdupq_n_s32(0);
+                    const int32x4_t P = dot_group(wv, xq[p] + (size_t)g * 512 + 16 * q, a0, q4);
+                    acc[p][r][q] = vfmaq_f32(acc[p][r][q], vcvtq_f32_s32(P),
+                                             vmulq_f32(dw, vld1q_f32(xd[p] + b)));
+                }
             }
         }
     }

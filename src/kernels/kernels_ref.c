@@ -17,7 +17,7 @@ qtts_mat qtts_mat_from(const qtts_tensor *t) {
     QTTS_ASSERT(t && (t->dtype == QTTS_DT_F32 || t->dtype == QTTS_DT_BF16 ||
                       t->dtype == QTTS_DT_Q8_0 || t->dtype == QTTS_DT_Q4_0));
     QTTS_ASSERT(t->rank == 2 || (t->rank == 3 && t->shape[2] == 1));
-    qtts_mat m = {t->data, t->dtype, (int)t->shape[0], (int)t->shape[1]};
+    qtts_mat m = {t->data, t->dtype, (int)t->shape[0], (int)t->shape[1], false};
     QTTS_ASSERT(m.dtype == QTTS_DT_F32 || m.dtype == QTTS_DT_BF16 || m.cols % QTTS_QK == 0);
     return m;
 }
@@ -66,55 +66,71 @@ static void mm_bf16(const qtts_mm_job *j, int r0, int r1) {
         }
 }
 
-float qtts_dot_q8_0_ref(const void *w, const int8_t *xq, const float *xd, int cols) {
+/* Block b's signed code e (0..31) of a plain row. */
+static inline int plain_code(const uint8_t *blk, int e, bool q4) {
+    if (!q4) return ((const int8_t *)(blk + offsetof(qtts_block_q8_0, qs)))[e];
+    const uint8_t *qs = blk + offsetof(qtts_block_q4_0, qs);
+    return (e < 16 ? (qs[e] & 15) : (qs[e - 16] >> 4)) - 8;
+}
+
+static float dot_plain(const void *w, const int8_t *xq, const float *xd, int cols, bool q4) {
+    const size_t bb = q4 ? sizeof(qtts_block_q4_0) : sizeof(qtts_block_q8_0);
     float acc[16] = {0};
     for (int b = 0; b < cols / QTTS_QK; b++) {
-        const uint8_t *blk = (const uint8_t *)w + b * sizeof(qtts_block_q8_0);
-        const int8_t *qs = (const int8_t *)(blk + offsetof(qtts_block_q8_0, qs));
-        const int8_t *xb = xq + b * QTTS_QK;
-        const float s = qtts_block_scale(blk) * xd[b];
-        for (int l = 0; l < 8; l++) {
-            int p = 0;
-            for (int k = 4 * l; k < 4 * l + 4; k++) p += qs[k] * xb[k];
-            acc[(b & 1) * 8 + l] = fmaf((float)p, s, acc[(b & 1) * 8 + l]);
-        }
+        const uint8_t *blk = (const uint8_t *)w + b * bb;
+        int p = 0;
+        for (int e = 0; e < QTTS_QK; e++) p += plain_code(blk, e, q4) * xq[b * QTTS_QK + e];
+        acc[b % 16] = fmaf((float)p, qtts_block_scale(blk) * xd[b], acc[b % 16]);
     }
     return qtts_fold16(acc);
+}
+
+float qtts_dot_q8_0_ref(const void *w, const int8_t *xq, const float *xd, int cols) {
+    return dot_plain(w, xq, xd, cols, false);
 }
 
 float qtts_dot_q4_0_ref(const void *w, const int8_t *xq, const float *xd, int cols) {
+    return dot_plain(w, xq, xd, cols, true);
+}
+
+/* The same order read straight from the packed layouts of quant.h and
+ * qtts_mm_job: lane i of group g is block 16g + i; padding blocks have
+ * scale 0 and add nothing, so they are skipped. */
+static float dot_packed(const uint8_t *w, const int8_t *xq, const float *xd, int cols, bool q4) {
+    const int nb = cols / QTTS_QK, ng = qtts_packed_groups(cols), K = qtts_packed_vectors(q4);
+    const uint8_t *scales = w + (size_t)ng * K * 64;
     float acc[16] = {0};
-    for (int b = 0; b < cols / QTTS_QK; b++) {
-        const uint8_t *blk = (const uint8_t *)w + b * sizeof(qtts_block_q4_0);
-        const uint8_t *qs = blk + offsetof(qtts_block_q4_0, qs);
-        const int8_t *xb = xq + b * QTTS_QK;
-        const float s = qtts_block_scale(blk) * xd[b];
-        for (int l = 0; l < 8; l++) {
-            int p = 0;
-            for (int k = 4 * l; k < 4 * l + 4; k++) {
-                int code = k < 16 ? (qs[k] & 15) : (qs[k - 16] >> 4);
-                p += (code - 8) * xb[k];
+    for (int b = 0; b < nb; b++) {
+        const int g = b / 16, i = b % 16;
+        const uint8_t *cw = w + (size_t)g * K * 64 + 4 * i;
+        const int8_t *cx = xq + (size_t)g * 512 + 4 * i;
+        int p = 0;
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < 4; j++) {
+                const uint8_t c = cw[64 * k + j];
+                if (q4)
+                    p += ((c & 15) - 8) * cx[64 * k + j] + ((c >> 4) - 8) * cx[64 * (k + 4) + j];
+                else
+                    p += ((int)c - 128) * cx[64 * k + j];
             }
-            acc[(b & 1) * 8 + l] = fmaf((float)p, s, acc[(b & 1) * 8 + l]);
-        }
+        acc[i] = fmaf((float)p, qtts_block_scale(scales + 2 * b) * xd[b], acc[i]);
     }
     return qtts_fold16(acc);
 }
 
-static void mm_quant(const qtts_mm_job *j, int r0, int r1,
-                     float (*dot)(const void *, const int8_t *, const float *, int)) {
-    const int R = j->W->rows, C = j->W->cols;
-    const size_t rb = qtts_mat_row_bytes(j->W->dtype, C);
+static void mm_quant(const qtts_mm_job *j, int r0, int r1, bool q4) {
+    const int R = j->W->rows, C = j->W->cols, ng = qtts_packed_groups(C);
+    const size_t rb = qtts_mat_stride(j->W);
     for (int t = 0; t < j->n; t++)
         for (int r = r0; r < r1; r++) {
-            float v = dot((const uint8_t *)j->W->data + (size_t)r * rb, j->xq + (size_t)t * C,
-                          j->xd + (size_t)t * (C / QTTS_QK), C);
+            float v = dot_packed((const uint8_t *)j->W->data + (size_t)r * rb,
+                                 j->xq + (size_t)t * ng * 512, j->xd + (size_t)t * ng * 16, C, q4);
             j->y[(size_t)t * R + r] = j->bias ? v + j->bias[r] : v;
         }
 }
 
-static void mm_q8_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, qtts_dot_q8_0_ref); }
-static void mm_q4_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, qtts_dot_q4_0_ref); }
+static void mm_q8_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, false); }
+static void mm_q4_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, true); }
 
 const qtts_isa qtts_isa_ref = {
     .name = "scalar",
@@ -127,8 +143,28 @@ const qtts_isa qtts_isa_ref = {
 
 void qtts_mat_row(float *out, const qtts_mat *W, int row) {
     QTTS_ASSERT(row >= 0 && row < W->rows);
-    const size_t rb = qtts_mat_row_bytes(W->dtype, W->cols);
-    const void *src = (const uint8_t *)W->data + (size_t)row * rb;
+    const void *src = (const uint8_t *)W->data + (size_t)row * qtts_mat_stride(W);
+    if (W->packed) {
+        const bool q4 = W->dtype == QTTS_DT_Q4_0;
+        const int ng = qtts_packed_groups(W->cols), K = qtts_packed_vectors(q4);
+        const uint8_t *w = src, *scales = w + (size_t)ng * K * 64;
+        for (int b = 0; b < W->cols / QTTS_QK; b++) {
+            const float d = qtts_block_scale(scales + 2 * b);
+            const uint8_t *cw = w + (size_t)(b / 16) * K * 64 + 4 * (b % 16);
+            for (int k = 0; k < K; k++)
+                for (int jj = 0; jj < 4; jj++) {
+                    const uint8_t c = cw[64 * k + jj];
+                    float *o = out + b * QTTS_QK + 4 * k + jj;
+                    if (q4) {
+                        o[0] = d * (float)((c & 15) - 8);
+                        o[16] = d * (float)((c >> 4) - 8);
+                    } else {
+                        o[0] = d * (float)((int)c - 128);
+                    }
+                }
+        }
+        return;
+    }
     switch (W->dtype) {
     case QTTS_DT_BF16:
         for (int i = 0; i < W->cols; i++) out[i] = qtts_bf16_to_f32(((const uint16_t *)src)[i]);

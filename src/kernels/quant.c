@@ -117,6 +117,45 @@ void qtts_dequantize_row_q4_0(const void *src, float *y, int cols) {
     }
 }
 
+/* ==== the packed layout (quant.h) ======================================== */
+
+void qtts_pack_row(const void *plain, void *packed, int cols, int q4) {
+    const int nb = cols / QTTS_QK, ng = qtts_packed_groups(cols), K = qtts_packed_vectors(q4);
+    const size_t bb = q4 ? sizeof(qtts_block_q4_0) : sizeof(qtts_block_q8_0);
+    uint8_t *codes = packed;
+    uint8_t *scales = codes + (size_t)ng * K * 64;
+    /* padding blocks: code 0 (Q8_0 stored as 0x80, Q4_0 nibbles 8), scale +0 */
+    memset(codes, q4 ? 0x88 : 0x80, (size_t)ng * K * 64);
+    memset(scales, 0, (size_t)ng * QTTS_PACK_BLOCKS * 2);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = (const uint8_t *)plain + (size_t)b * bb;
+        const int g = b / QTTS_PACK_BLOCKS, i = b % QTTS_PACK_BLOCKS;
+        memcpy(scales + 2 * (size_t)b, blk, 2);
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < 4; j++) {
+                const uint8_t c = blk[2 + 4 * k + j];
+                codes[64 * ((size_t)K * g + k) + 4 * i + j] = q4 ? c : (uint8_t)(c ^ 0x80u);
+            }
+    }
+}
+
+void qtts_unpack_row(const void *packed, void *plain, int cols, int q4) {
+    const int nb = cols / QTTS_QK, ng = qtts_packed_groups(cols), K = qtts_packed_vectors(q4);
+    const size_t bb = q4 ? sizeof(qtts_block_q4_0) : sizeof(qtts_block_q8_0);
+    const uint8_t *codes = packed;
+    const uint8_t *scales = codes + (size_t)ng * K * 64;
+    for (int b = 0; b < nb; b++) {
+        uint8_t *blk = (uint8_t *)plain + (size_t)b * bb;
+        const int g = b / QTTS_PACK_BLOCKS, i = b % QTTS_PACK_BLOCKS;
+        memcpy(blk, scales + 2 * (size_t)b, 2);
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < 4; j++) {
+                const uint8_t c = codes[64 * ((size_t)K * g + k) + 4 * i + j];
+                blk[2 + 4 * k + j] = q4 ? c : (uint8_t)(c ^ 0x80u);
+            }
+    }
+}
+
 /* ==== whole matrices ===================================================== */
 
 size_t qtts_mat_row_bytes(qtts_dtype dt, int cols) {
@@ -130,30 +169,64 @@ size_t qtts_mat_row_bytes(qtts_dtype dt, int cols) {
     return 0;
 }
 
+size_t qtts_mat_stride(const qtts_mat *m) {
+    return m->packed ? qtts_packed_row_bytes(m->dtype == QTTS_DT_Q4_0, m->cols)
+                     : qtts_mat_row_bytes(m->dtype, m->cols);
+}
+
+/* Rows of src (F32/BF16 to quantize, or plain Q8_0/Q4_0 to pack) into the
+ * packed matrix dst, rows_per_task at a time over the pool. */
 typedef struct {
     const qtts_mat *src;
     qtts_mat *dst;
     int rows_per_task;
     bool nomem;
-} quantize_job;
+} pack_job;
 
-static void quantize_task(void *ctx, int task) {
-    quantize_job *j = ctx;
+static void pack_task(void *ctx, int task) {
+    pack_job *j = ctx;
     const int C = j->src->cols, r0 = task * j->rows_per_task;
     const int r1 = QTTS_MIN(r0 + j->rows_per_task, j->src->rows);
-    float *row = qtts_malloc(sizeof(float) * C);
-    if (!row) {
+    const bool q4 = j->dst->dtype == QTTS_DT_Q4_0, from_float = j->src->dtype != j->dst->dtype;
+    const size_t plain_rb = qtts_mat_row_bytes(j->dst->dtype, C), rb = qtts_mat_stride(j->dst);
+    float *row = from_float ? qtts_malloc(sizeof(float) * C) : NULL;
+    uint8_t *plain = from_float ? qtts_malloc(plain_rb) : NULL;
+    if (from_float && (!row || !plain)) {
+        qtts_free(row);
+        qtts_free(plain);
         __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED);
         return;
     }
-    const size_t rb = qtts_mat_row_bytes(j->dst->dtype, C);
     for (int r = r0; r < r1; r++) {
-        qtts_mat_row(row, j->src, r);
-        uint8_t *out = (uint8_t *)j->dst->data + (size_t)r * rb;
-        if (j->dst->dtype == QTTS_DT_Q8_0) qtts_quantize_row_q8_0(row, out, C);
-        else qtts_quantize_row_q4_0(row, out, C);
+        const uint8_t *src = (const uint8_t *)j->src->data + (size_t)r * plain_rb;
+        if (from_float) {
+            qtts_mat_row(row, j->src, r);
+            if (q4) qtts_quantize_row_q4_0(row, plain, C);
+            else qtts_quantize_row_q8_0(row, plain, C);
+            src = plain;
+        }
+        qtts_pack_row(src, (uint8_t *)j->dst->data + (size_t)r * rb, C, q4);
     }
     qtts_free(row);
+    qtts_free(plain);
+}
+
+static qtts_status pack_into(const qtts_mat *src, qtts_dtype q, qtts_mat *dst, qtts_err *err) {
+    uint64_t bytes;
+    if (!qtts_mul_ok((uint64_t)src->rows, qtts_packed_row_bytes(q == QTTS_DT_Q4_0, src->cols),
+                     &bytes) ||
+        bytes > SIZE_MAX)
+        return qtts_fail(err, QTTS_ERR_NOMEM, "quantize: matrix too large");
+    qtts_mat m = {qtts_aligned_alloc((size_t)bytes), q, src->rows, src->cols, true};
+    if (!m.data) return qtts_fail(err, QTTS_ERR_NOMEM, "quantize: out of memory");
+    pack_job j = {src, &m, 64, false};
+    qtts_parallel_for((src->rows + j.rows_per_task - 1) / j.rows_per_task, pack_task, &j);
+    if (j.nomem) {
+        qtts_mat_free(&m);
+        return qtts_fail(err, QTTS_ERR_NOMEM, "quantize: out of memory");
+    }
+    *dst = m;
+    return QTTS_OK;
 }
 
 qtts_status qtts_mat_quantize(const qtts_mat *src, qtts_dtype q, qtts_mat *dst, qtts_err *err) {
@@ -166,20 +239,24 @@ qtts_status qtts_mat_quantize(const qtts_mat *src, qtts_dtype q, qtts_mat *dst, 
         return qtts_fail(err, QTTS_ERR_INVALID,
                          "quantize: [%d, %d] matrix: columns must be a positive multiple of %d",
                          src->rows, src->cols, QTTS_QK);
-    uint64_t bytes;
-    if (!qtts_mul_ok((uint64_t)src->rows, qtts_mat_row_bytes(q, src->cols), &bytes) ||
-        bytes > SIZE_MAX)
-        return qtts_fail(err, QTTS_ERR_NOMEM, "quantize: matrix too large");
-    qtts_mat m = {qtts_aligned_alloc((size_t)bytes), q, src->rows, src->cols};
-    if (!m.data) return qtts_fail(err, QTTS_ERR_NOMEM, "quantize: out of memory");
-    quantize_job j = {src, &m, 64, false};
-    qtts_parallel_for((src->rows + j.rows_per_task - 1) / j.rows_per_task, quantize_task, &j);
-    if (j.nomem) {
-        qtts_mat_free(&m);
-        return qtts_fail(err, QTTS_ERR_NOMEM, "quantize: out of memory");
-    }
-    *dst = m;
-    return QTTS_OK;
+    return pack_into(src, q, dst, err);
+}
+
+qtts_status qtts_mat_pack(const qtts_mat *src, qtts_mat *dst, qtts_err *err) {
+    memset(dst, 0, sizeof *dst);
+    if ((src->dtype != QTTS_DT_Q8_0 && src->dtype != QTTS_DT_Q4_0) || src->packed)
+        return qtts_fail(err, QTTS_ERR_INVALID, "pack: source must be a plain Q8_0/Q4_0 matrix");
+    if (src->rows <= 0 || src->cols <= 0 || src->cols % QTTS_QK)
+        return qtts_fail(err, QTTS_ERR_INVALID,
+                         "pack: [%d, %d] matrix: columns must be a positive multiple of %d",
+                         src->rows, src->cols, QTTS_QK);
+    return pack_into(src, src->dtype, dst, err);
+}
+
+void qtts_mat_unpack_row(const qtts_mat *m, int row, void *plain) {
+    QTTS_ASSERT(m->packed && row >= 0 && row < m->rows);
+    qtts_unpack_row((const uint8_t *)m->data + (size_t)row * qtts_mat_stride(m), plain, m->cols,
+                    m->dtype == QTTS_DT_Q4_0);
 }
 
 void qtts_mat_free(qtts_mat *m) {

@@ -54,6 +54,42 @@ static_assert(offsetof(qtts_block_q8_0, qs) == 2 && offsetof(qtts_block_q4_0, qs
 #define QTTS_Q8_0_NAME "Q8_0"   /* safetensors dtype strings */
 #define QTTS_Q4_0_NAME "Q4_0"
 
+/* ==== The CPU's packed rows ============================================
+ *
+ * Files hold the row-major blocks above. In memory the CPU kernels read a
+ * quantized matrix in a packed form of the same blocks (qtts_mat.packed,
+ * kernels.h), laid out so that one 64-byte load holds the same 4-byte
+ * code group of 16 consecutive blocks: with one 32-bit lane per block,
+ * an int8 dot instruction (VPDPBUSD, SDOT) sums a whole block's integer
+ * dot in one lane, and the per-block fp32 work (scale, convert, add) is
+ * done 16 blocks at a time instead of once per block.
+ *
+ * Each row is cut into ng = ceil(cols/512) groups of 16 blocks; the last
+ * group is padded to 16 with blocks whose codes are 0 and scale is +0.
+ * Row r starts at byte r * qtts_packed_row_bytes(q4, cols) and holds:
+ *
+ *   codes   ng groups of K vectors of 64 bytes (K = 8 for Q8_0, 4 for
+ *           Q4_0): byte 64*(K*g + k) + 4*i + j is byte 4*k + j of the
+ *           codes (qs) of block 16*g + i, i < 16, j < 4. Q8_0 codes are
+ *           stored with the sign bit flipped (code + 128, as unsigned
+ *           bytes); Q4_0 bytes as in the block (low nibble element
+ *           4k + j, high nibble element 16 + 4k + j, each code + 8).
+ *   scales  ng * 16 binary16 scales: block 16*g + i at index 16*g + i.
+ *
+ * The bytes per row are the same as the plain layout's when cols is a
+ * multiple of 512 (every matrix of the released models).
+ */
+#define QTTS_PACK_BLOCKS 16   /* blocks per group */
+
+static inline int qtts_packed_groups(int cols) {
+    return (cols / QTTS_QK + QTTS_PACK_BLOCKS - 1) / QTTS_PACK_BLOCKS;
+}
+/* code vectors of 64 bytes per group */
+static inline int qtts_packed_vectors(int q4) { return q4 ? 4 : 8; }
+static inline size_t qtts_packed_row_bytes(int q4, int cols) {
+    return (size_t)qtts_packed_groups(cols) * (64 * (size_t)qtts_packed_vectors(q4) + 2 * QTTS_PACK_BLOCKS);
+}
+
 /* ==== CPU reference (quant.c) ========================================== */
 
 /* IEEE binary16 <-> f32; f32 -> half rounds to nearest even (overflow to
@@ -70,5 +106,10 @@ void qtts_quantize_row_q8_0(const float *x, void *dst, int cols);
 void qtts_quantize_row_q4_0(const float *x, void *dst, int cols);
 void qtts_dequantize_row_q8_0(const void *src, float *y, int cols);
 void qtts_dequantize_row_q4_0(const void *src, float *y, int cols);
+
+/* One row of cols (a multiple of 32) elements from the plain layout to the
+ * packed one (q4: Q4_0, else Q8_0), and back. */
+void qtts_pack_row(const void *plain, void *packed, int cols, int q4);
+void qtts_unpack_row(const void *packed, void *plain, int cols, int q4);
 
 #endif

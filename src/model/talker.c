@@ -169,19 +169,22 @@ static bool bind_mat(const binder *b, const char *name, int rows, int cols, qtts
     const qtts_quant q = part == QTTS_QPART_TALKER ? b->q.talker
                          : part == QTTS_QPART_CP   ? b->q.cp
                                                    : QTTS_QUANT_NONE;
-    if (q == QTTS_QUANT_NONE) return true;
-    const qtts_dtype want = qtts_quant_dtype(q);
-    if (t->dtype == want) return true;
-    if (t->dtype == QTTS_DT_Q8_0 || t->dtype == QTTS_DT_Q4_0) {
+    const bool stored_q = t->dtype == QTTS_DT_Q8_0 || t->dtype == QTTS_DT_Q4_0;
+    if (q == QTTS_QUANT_NONE && !stored_q) return true;
+    const qtts_dtype want = stored_q ? t->dtype : qtts_quant_dtype(q);
+    if (stored_q && q != QTTS_QUANT_NONE && t->dtype != qtts_quant_dtype(q)) {
         qtts_fail(err, QTTS_ERR_UNSUPPORTED,
                   "%s: tensor %s is stored as %s; it cannot be loaded as %s (quantize the "
                   "bf16 model instead)", qtts_st_set_path(b->st), name, qtts_dtype_name(t->dtype),
                   qtts_quant_name(q));
         return false;
     }
+    /* quantized weights are computed with in the CPU's packed layout
+     * (quant.h): a stored Q8_0/Q4_0 tensor is repacked, bf16/f32 ones are
+     * quantized straight into it; the mapped pages are dropped either way */
     qtts_mat src = *out;
     qtts_err qerr;
-    if (qtts_mat_quantize(&src, want, out, &qerr)) {
+    if (stored_q ? qtts_mat_pack(&src, out, &qerr) : qtts_mat_quantize(&src, want, out, &qerr)) {
         qtts_fail(err, qerr.status, "%s: tensor %s: %s", qtts_st_set_path(b->st), name, qerr.msg);
         return false;
     }

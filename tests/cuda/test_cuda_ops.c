@@ -98,7 +98,7 @@ static qtts_mat make_mat(qtts_dtype dt, int rows, int cols, void **keep) {
     const size_t n = (size_t)rows * cols;
     float *f = falloc(n);
     fill(f, n, 0.5f);
-    qtts_mat m = {f, QTTS_DT_F32, rows, cols};
+    qtts_mat m = {.data = f, .dtype = QTTS_DT_F32, .rows = rows, .cols = cols};
     if (dt == QTTS_DT_F32) {
         *keep = f;
         return m;
@@ -108,7 +108,7 @@ static qtts_mat make_mat(qtts_dtype dt, int rows, int cols, void **keep) {
         for (size_t i = 0; i < n; i++) h[i] = qtts_f32_to_bf16(f[i]);
         free(f);
         *keep = h;
-        return (qtts_mat){h, QTTS_DT_BF16, rows, cols};
+        return (qtts_mat){.data = h, .dtype = QTTS_DT_BF16, .rows = rows, .cols = cols};
     }
     qtts_mat q;
     qtts_err err = {0};
@@ -118,7 +118,17 @@ static qtts_mat make_mat(qtts_dtype dt, int rows, int cols, void **keep) {
     }
     free(f);
     *keep = NULL;
-    return q;
+    return q; /* packed, as the loader's */
+}
+
+/* The plain (file-layout) view of packed quantized matrix q, as a file
+ * tensor gives it (data owned by *keep). */
+static qtts_mat plain_view(const qtts_mat *q, void **keep) {
+    const size_t rb = qtts_mat_row_bytes(q->dtype, q->cols);
+    uint8_t *p = malloc(rb * (size_t)q->rows + 1);
+    for (int r = 0; r < q->rows; r++) qtts_mat_unpack_row(q, r, p + rb * (size_t)r);
+    *keep = p;
+    return (qtts_mat){.data = p, .dtype = q->dtype, .rows = q->rows, .cols = q->cols, .packed = false};
 }
 
 static void free_mat(qtts_mat *m, void *keep) {
@@ -133,12 +143,12 @@ static void test_matmul(void) {
     if (!simd) printf("  matmul: no SIMD path on this CPU: F32/BF16 compared within the budget\n");
     const qtts_dtype dts[4] = {QTTS_DT_F32, QTTS_DT_BF16, QTTS_DT_Q8_0, QTTS_DT_Q4_0};
     const int fshapes[][2] = {{7, 16}, {33, 48}, {64, 100}, {130, 1024}, {17, 1040}, {5, 3}};
-    const int qshapes[][2] = {{7, 32}, {33, 96}, {130, 1024}};
+    const int qshapes[][2] = {{7, 32}, {33, 96}, {130, 1024}, {9, 544}, {20, 3072}};
     const int ns[] = {1, 3, 8, 13};
     qtts_err err = {0};
     for (int d = 0; d < 4; d++) {
         const bool quant = d >= 2;
-        const int nshapes = quant ? 3 : 6;
+        const int nshapes = quant ? 5 : 6;
         for (int s = 0; s < nshapes; s++) {
             const int rows = quant ? qshapes[s][0] : fshapes[s][0];
             const int cols = quant ? qshapes[s][1] : fshapes[s][1];
@@ -172,6 +182,23 @@ static void test_matmul(void) {
                     }
                     free(x), free(b), free(yg), free(yc);
                 }
+            if (quant) {
+                /* a plain view (a file tensor) uploads to the same device matrix */
+                void *pk;
+                const qtts_mat V = plain_view(&W, &pk);
+                const int n = 3;
+                float *x = falloc((size_t)n * cols), *yp = falloc((size_t)n * rows);
+                float *yv = falloc((size_t)n * rows);
+                fill(x, (size_t)n * cols, 1.0f);
+                qtts_status st = qtts_cuda_test_matmul(&W, x, n, NULL, yp, &err);
+                if (st == QTTS_OK) st = qtts_cuda_test_matmul(&V, x, n, NULL, yv, &err);
+                CHECK(st == QTTS_OK, "matmul (plain view): %s", err.msg);
+                if (st == QTTS_OK)
+                    CHECK(bits_differ(yp, yv, (size_t)n * rows) == 0,
+                          "matmul dtype %d [%d x %d]: the plain view differs from the packed matrix",
+                          d, rows, cols);
+                free(pk), free(x), free(yp), free(yv);
+            }
             free_mat(&W, keep);
         }
     }

@@ -9,8 +9,10 @@
  *   matmul F32/BF16 - a row permuted as uploaded, 16 lane chains of fmaf
  *                     over it, the shuffle fold: the SIMD order of
  *                     kernels_impl.h (compared when this CPU has a SIMD path)
- *   matmul Q8_0/Q4_0 - the thread-per-(block parity, group) walk over the
- *                     split codes/scales: the reference quantized order
+ *   matmul Q8_0/Q4_0 - the thread-per-(block mod 16) walk over the split
+ *                     codes/scales of the plain blocks (read back from the
+ *                     packed qtts_mat_quantize result): the reference and
+ *                     the active CPU path, and qtts_dot_q*_ref
  *   conv            - weights unpacked to [K][cout], one fmaf chain per output
  *                     over kk, zeros before column 0: qtts_conv1d_run
  *   attention dot   - 8 lane chains and the 4/1/2 shuffle combination:
@@ -119,7 +121,8 @@ static void test_mm_float_order(void) {
             float *wp = calloc((size_t)(rows * ld), sizeof(float));
             for (int r = 0; r < rows; r++)
                 for (int c = 0; c < cols; c++) wp[r * ld + qtts_cu_perm(c)] = w[(size_t)r * cols + c];
-            qtts_mat W = bf ? (qtts_mat){wb, QTTS_DT_BF16, rows, cols} : (qtts_mat){w, QTTS_DT_F32, rows, cols};
+            qtts_mat W = bf ? (qtts_mat){.data = wb, .dtype = QTTS_DT_BF16, .rows = rows, .cols = cols}
+                            : (qtts_mat){.data = w, .dtype = QTTS_DT_F32, .rows = rows, .cols = cols};
             float *y = malloc(sizeof(float) * n * rows);
             qtts_matmul_isa(simd, y, x, n, &W, NULL);
             int bad = 0;
@@ -137,62 +140,92 @@ static void test_mm_float_order(void) {
 
 /* ---- matmul Q8_0 / Q4_0 ------------------------------------------------------ */
 
+/* One output of ops_mm.cu's quantized path on a device row (codes as
+ * uploaded, cb bytes per block, scales sc): thread l walks the blocks
+ * b = l, l + 16, ..., each one integer dot of its 8 4-byte groups (__dp4a),
+ * then the shuffle fold. */
+static float mm_quant_emulate(const uint8_t *codes, const float *sc, const int8_t *xq,
+                              const float *xd, int nb, int q4) {
+    float lanes[16];
+    for (int l = 0; l < 16; l++) {
+        float acc = 0.0f;
+        for (int b = l; b < nb; b += 16) {
+            const uint8_t *blk = codes + (size_t)b * (q4 ? 16 : 32);
+            int P = 0;
+            for (int k = 0; k < 8; k++)     /* group k: elements 4k..4k+3 */
+                for (int i = 0; i < 4; i++) {
+                    const int e = 4 * k + i;
+                    const int code = q4 ? ((e < 16 ? blk[e] : blk[e - 16] >> 4) & 15) - 8
+                                        : (int8_t)blk[e];
+                    P += code * xq[32 * b + e];
+                }
+            acc = fmaf((float)P, sc[b] * xd[b], acc);
+        }
+        lanes[l] = acc;
+    }
+    for (int o = 8; o >= 1; o >>= 1) shfl_down_add(lanes, 16, o);
+    return lanes[0];
+}
+
 static void test_mm_quant_order(void) {
-    const int shapes[][2] = {{5, 32}, {7, 96}, {4, 1024}};
+    const int shapes[][2] = {{5, 32}, {7, 96}, {4, 1024}, {3, 544}, {6, 2048}, {2, 3072}};
+    const int n = 3;
     for (size_t s = 0; s < QTTS_ARRAY_LEN(shapes); s++)
         for (int q4 = 0; q4 < 2; q4++) {
             const int rows = shapes[s][0], cols = shapes[s][1], nb = cols / QTTS_QK;
-            float *w = malloc(sizeof(float) * rows * cols), *x = malloc(sizeof(float) * cols);
+            float *w = malloc(sizeof(float) * rows * cols), *x = malloc(sizeof(float) * n * cols);
             fill(w, (size_t)rows * cols, 0.5f);
-            fill(x, cols, 1.0f);
-            qtts_mat F = {w, QTTS_DT_F32, rows, cols}, Q;
+            fill(x, (size_t)n * cols, 1.0f);
+            if (s == 0)     /* an all-zero weight block and activation block */
+                for (int i = 0; i < QTTS_QK; i++) w[i] = x[i] = 0.0f;
+            qtts_mat F = {.data = w, .dtype = QTTS_DT_F32, .rows = rows, .cols = cols}, Q;
             qtts_err err = {0};
             REQUIRE(!qtts_mat_quantize(&F, q4 ? QTTS_DT_Q4_0 : QTTS_DT_Q8_0, &Q, &err), "%s", err.msg);
-            /* the upload's split: codes (block qs as stored) and f32 scales */
+            CHECK(Q.packed, "qtts_mat_quantize returns a packed matrix");
+            /* the upload's split of the plain blocks: codes (block qs as
+             * stored) and f32 scales */
             const size_t cb = q4 ? QTTS_QK / 2 : QTTS_QK, rb = qtts_mat_row_bytes(Q.dtype, cols);
-            uint8_t *codes = malloc((size_t)rows * nb * cb);
+            uint8_t *plain = malloc(rb), *codes = malloc((size_t)rows * nb * cb);
             float *sc = malloc(sizeof(float) * rows * nb);
-            for (int r = 0; r < rows; r++)
+            for (int r = 0; r < rows; r++) {
+                qtts_mat_unpack_row(&Q, r, plain);
                 for (int b = 0; b < nb; b++) {
-                    const uint8_t *blk = (const uint8_t *)Q.data + (size_t)r * rb + (size_t)b * (2 + cb);
+                    const uint8_t *blk = plain + (size_t)b * (2 + cb);
                     qtts_half h;
                     memcpy(&h, blk, 2);
                     sc[r * nb + b] = qtts_half_to_f32(h);
                     memcpy(codes + ((size_t)r * nb + b) * cb, blk + 2, cb);
                 }
-            int8_t *xq = malloc(cols);
-            float *xd = malloc(sizeof(float) * nb), *y = malloc(sizeof(float) * rows);
-            qtts_quantize_act_ref(x, cols, xq, xd);
-            qtts_matmul_isa(&qtts_isa_ref, y, x, 1, &Q, NULL);
-            int bad = 0;
-            for (int r = 0; r < rows; r++) {
-                float lanes[16];
-                for (int l = 0; l < 16; l++) {
-                    const int p = l >> 3, j = l & 7;
-                    float acc = 0.0f;
-                    for (int b = p; b < nb; b += 2) {
-                        const uint8_t *row = codes + (size_t)r * nb * cb;
-                        int P = 0;
-                        for (int k = 0; k < 4; k++) {
-                            int code;
-                            if (q4) {
-                                const uint8_t byte = row[(size_t)b * 16 + ((4 * j) & 15) + k];
-                                code = ((j < 4 ? byte : byte >> 4) & 15) - 8;
-                            } else {
-                                code = (int8_t)row[(size_t)b * 32 + 4 * j + k];
-                            }
-                            P += code * xq[32 * b + 4 * j + k];
-                        }
-                        acc = fmaf((float)P, sc[r * nb + b] * xd[b], acc);
-                    }
-                    lanes[l] = acc;
-                }
-                for (int o = 8; o >= 1; o >>= 1) shfl_down_add(lanes, 16, o);
-                bad += memcmp(&lanes[0], &y[r], sizeof(float)) != 0;
             }
-            CHECK(bad == 0, "[%d x %d] %s: %d outputs differ", rows, cols, q4 ? "Q4_0" : "Q8_0", bad);
+            int8_t *xq = malloc((size_t)n * cols);
+            float *xd = malloc(sizeof(float) * n * nb), *y = malloc(sizeof(float) * n * rows);
+            for (int t = 0; t < n; t++)
+                qtts_quantize_act_ref(x + (size_t)t * cols, cols, xq + (size_t)t * cols, xd + (size_t)t * nb);
+            const qtts_isa *isas[2] = {&qtts_isa_ref, qtts_isa_active()};
+            for (int i = 0; i < 2; i++) {
+                if (i == 1 && isas[1] == isas[0]) break;
+                qtts_matmul_isa(isas[i], y, x, n, &Q, NULL);
+                int bad = 0, bad_ref = 0;
+                for (int t = 0; t < n; t++)
+                    for (int r = 0; r < rows; r++) {
+                        const uint8_t *cr = codes + (size_t)r * nb * cb;
+                        const float e = mm_quant_emulate(cr, sc + (size_t)r * nb, xq + (size_t)t * cols,
+                                                         xd + (size_t)t * nb, nb, q4);
+                        bad += memcmp(&e, &y[(size_t)t * rows + r], sizeof e) != 0;
+                        /* and the plain-block oracle of kernels_impl.h */
+                        qtts_mat_unpack_row(&Q, r, plain);
+                        const float o = (q4 ? qtts_dot_q4_0_ref : qtts_dot_q8_0_ref)(
+                            plain, xq + (size_t)t * cols, xd + (size_t)t * nb, cols);
+                        bad_ref += memcmp(&e, &o, sizeof e) != 0;
+                    }
+                CHECK(bad == 0, "[%d x %d] %s: %d outputs differ from the %s path", rows, cols,
+                      q4 ? "Q4_0" : "Q8_0", bad, isas[i]->name);
+                if (i == 0)
+                    CHECK(bad_ref == 0, "[%d x %d] %s: %d outputs differ from qtts_dot_%s_ref", rows,
+                          cols, q4 ? "Q4_0" : "Q8_0", bad_ref, q4 ? "q4_0" : "q8_0");
+            }
             qtts_mat_free(&Q);
-            free(w), free(x), free(codes), free(sc), free(xq), free(xd), free(y);
+            free(w), free(x), free(plain), free(codes), free(sc), free(xq), free(xd), free(y);
         }
 }
 

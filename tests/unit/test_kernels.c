@@ -148,7 +148,7 @@ static void test_float_paths(void) {
         fill(x, (size_t)NMAX * C, 1.0f);
         fill(bias, R, 0.1f);
         for (int bf = 0; bf < 2; bf++) {
-            const qtts_mat W = {bf ? (const void *)w.h : w.f, bf ? QTTS_DT_BF16 : QTTS_DT_F32, R, C};
+            const qtts_mat W = {bf ? (const void *)w.h : w.f, bf ? QTTS_DT_BF16 : QTTS_DT_F32, R, C, false};
             const float *wf = bf ? w.hf : w.f;
             for (size_t k = 0; k < QTTS_ARRAY_LEN(ns); k++)
                 for (int hb = 0; hb < 2; hb++) {
@@ -227,7 +227,7 @@ typedef struct {
 
 static tquant tquant_new(const tmat *w, qtts_dtype dt) {
     tquant q = {{0}, qtts_malloc(sizeof(float) * w->rows * w->cols)};
-    const qtts_mat src = {w->f, QTTS_DT_F32, w->rows, w->cols};
+    const qtts_mat src = {w->f, QTTS_DT_F32, w->rows, w->cols, false};
     qtts_err err = {0};
     QTTS_ASSERT(qtts_mat_quantize(&src, dt, &q.m, &err) == QTTS_OK);
     for (int r = 0; r < w->rows; r++) qtts_mat_row(q.deq + (size_t)r * w->cols, &q.m, r);
@@ -238,7 +238,7 @@ static void tquant_free(tquant *q) {
     qtts_free(q->deq);
 }
 
-static const int qshapes[][2] = {{1, 32}, {3, 64}, {7, 96}, {5, 160}, {16, 256}, {37, 1024}, {9, 3072}};
+static const int qshapes[][2] = {{1, 32}, {3, 64}, {7, 96}, {5, 160}, {16, 256}, {37, 1024}, {4, 1568}, {9, 3072}};
 
 static void test_quant_paths(void) {
     for (size_t s = 0; s < QTTS_ARRAY_LEN(qshapes); s++) {
@@ -255,7 +255,7 @@ static void test_quant_paths(void) {
         for (int f = 0; f < 2; f++) {
             const qtts_dtype dt = f ? QTTS_DT_Q4_0 : QTTS_DT_Q8_0;
             tquant q = tquant_new(&w, dt);
-            const qtts_mat Wd = {q.deq, QTTS_DT_F32, R, C};
+            const qtts_mat Wd = {q.deq, QTTS_DT_F32, R, C, false};
             for (size_t k = 0; k < QTTS_ARRAY_LEN(ns); k++)
                 for (int hb = 0; hb < 2; hb++) {
                     const int n = ns[k];
@@ -281,6 +281,22 @@ static void test_quant_paths(void) {
                             }
                         }
                 bitwise:
+                    /* the reference table reads the packed layout; the plain-layout
+                     * oracle (qtts_dot_q*_ref) must give the same bits */
+                    for (int t = 0; t < n; t++)
+                        for (int r = 0; r < R; r++) {
+                            uint8_t plain[96 * 34];
+                            qtts_mat_unpack_row(&q.m, r, plain);
+                            float v = (f ? qtts_dot_q4_0_ref : qtts_dot_q8_0_ref)(
+                                plain, xq + (size_t)t * C, xd + t * nb, C);
+                            if (b) v += b[r];
+                            if (memcmp(&v, &yr[(size_t)t * R + r], sizeof v)) {
+                                CHECK(0, "%s [%d,%d] n=%d row %d/%d: packed reference %.9g != plain %.9g",
+                                      qtts_dtype_name(dt), R, C, n, t, r, yr[(size_t)t * R + r], v);
+                                t = n;
+                                break;
+                            }
+                        }
                     for (int a = 0; a < n_isas; a++) {
                         qtts_matmul_isa(isas[a], y, x, n, &q.m, b);
                         size_t at;
@@ -308,7 +324,7 @@ static void test_row_determinism(void) {
     const int R = 301, C = 1024, N = 9;   /* > the parallel threshold, odd row count */
     tmat w = tmat_new(R, C);
     tquant q8 = tquant_new(&w, QTTS_DT_Q8_0), q4 = tquant_new(&w, QTTS_DT_Q4_0);
-    const qtts_mat mats[4] = {{w.f, QTTS_DT_F32, R, C}, {w.h, QTTS_DT_BF16, R, C}, q8.m, q4.m};
+    const qtts_mat mats[4] = {{w.f, QTTS_DT_F32, R, C, false}, {w.h, QTTS_DT_BF16, R, C, false}, q8.m, q4.m};
     float *x = qtts_malloc(sizeof(float) * N * C), *bias = qtts_malloc(sizeof(float) * R);
     float *y1 = qtts_malloc(sizeof(float) * N * R), *yb = qtts_malloc(sizeof(float) * N * R);
     fill(x, (size_t)N * C, 1.0f);
@@ -350,7 +366,7 @@ static void test_row_determinism(void) {
         tmat w2 = tmat_new(R2, C), w3 = tmat_new(R3, C);
         tquant q82 = tquant_new(&w2, QTTS_DT_Q8_0), q43 = tquant_new(&w3, QTTS_DT_Q4_0);
         const qtts_mat sets[3][3] = {
-            {{w.f, QTTS_DT_F32, R, C}, {w2.f, QTTS_DT_F32, R2, C}, {w3.h, QTTS_DT_BF16, R3, C}},
+            {{w.f, QTTS_DT_F32, R, C, false}, {w2.f, QTTS_DT_F32, R2, C, false}, {w3.h, QTTS_DT_BF16, R3, C, false}},
             {q8.m, q82.m, q43.m},
             {q4.m, q4.m, q82.m},
         };
@@ -495,7 +511,7 @@ static void test_mat_quantize(void) {
     tmat w = tmat_new(70, 96);
     qtts_err err = {0};
     qtts_mat q = {0};
-    const qtts_mat src_bf = {w.h, QTTS_DT_BF16, 70, 96}, bad = {w.f, QTTS_DT_F32, 70, 95};
+    const qtts_mat src_bf = {w.h, QTTS_DT_BF16, 70, 96, false}, bad = {w.f, QTTS_DT_F32, 70, 95, false};
     CHECK(qtts_mat_quantize(&src_bf, QTTS_DT_Q8_0, &q, &err) == QTTS_OK, "bf16 source: %s", err.msg);
     CHECK(q.rows == 70 && q.cols == 96 && q.dtype == QTTS_DT_Q8_0 && q.data, "result");
     float row[96], ref[96];
@@ -512,6 +528,77 @@ static void test_mat_quantize(void) {
     CHECK(qtts_mat_quantize(&src_bf, QTTS_DT_BF16, &q, &err) == QTTS_ERR_INVALID, "target bf16");
     CHECK(qtts_mat_row_bytes(QTTS_DT_Q8_0, 1024) == 32 * 34 && qtts_mat_row_bytes(QTTS_DT_Q4_0, 1024) == 32 * 18,
           "row bytes");
+    tmat_free(&w);
+}
+
+/* The packed layout of quant.h: byte positions, padding, round trips, and
+ * qtts_mat_pack of a plain matrix equal to qtts_mat_quantize. */
+static void test_packed_layout(void) {
+    static const int cols_list[] = {32, 96, 160, 512, 544, 1024, 1568};
+    for (size_t c = 0; c < QTTS_ARRAY_LEN(cols_list); c++)
+        for (int q4 = 0; q4 < 2; q4++) {
+            const int C = cols_list[c], nb = C / 32, ng = qtts_packed_groups(C), K = q4 ? 4 : 8;
+            const size_t bb = q4 ? 18 : 34, prb = qtts_packed_row_bytes(q4, C);
+            CHECK(prb == (size_t)ng * (64 * K + 32), "packed row bytes");
+            uint8_t *plain = qtts_malloc((size_t)nb * bb), *back = qtts_malloc((size_t)nb * bb);
+            uint8_t *packed = qtts_malloc(prb);
+            for (int i = 0; i < nb * (int)bb; i++) plain[i] = (uint8_t)rnd32();
+            if (!q4)   /* -128 is not a Q8_0 code */
+                for (int b = 0; b < nb; b++)
+                    for (int i = 2; i < 34; i++)
+                        if (plain[b * 34 + i] == 0x80) plain[b * 34 + i] = 0x7f;
+            qtts_pack_row(plain, packed, C, q4);
+            bool pos = true, pad = true;
+            for (int b = 0; b < ng * 16; b++) {
+                const int g = b / 16, i = b % 16;
+                uint16_t h;
+                memcpy(&h, packed + (size_t)ng * K * 64 + 2 * b, 2);
+                if (b < nb) pos &= !memcmp(&h, plain + b * bb, 2);
+                else pad &= h == 0;
+                for (int k = 0; k < K; k++)
+                    for (int j = 0; j < 4; j++) {
+                        const uint8_t got = packed[64 * (K * g + k) + 4 * i + j];
+                        if (b < nb) {
+                            const uint8_t c0 = plain[b * bb + 2 + 4 * k + j];
+                            pos &= got == (q4 ? c0 : (uint8_t)(c0 ^ 0x80));
+                        } else {
+                            pad &= got == (q4 ? 0x88 : 0x80);   /* code 0 */
+                        }
+                    }
+            }
+            CHECK(pos, "cols %d %s: packed byte positions", C, q4 ? "q4_0" : "q8_0");
+            CHECK(pad, "cols %d %s: padding blocks are code 0, scale 0", C, q4 ? "q4_0" : "q8_0");
+            qtts_unpack_row(packed, back, C, q4);
+            CHECK(!memcmp(back, plain, (size_t)nb * bb), "cols %d: unpack(pack(row)) == row", C);
+            qtts_free(plain);
+            qtts_free(back);
+            qtts_free(packed);
+        }
+    /* a plain file tensor, packed, is what quantizing at load gives */
+    tmat w = tmat_new(37, 160);
+    for (int q4 = 0; q4 < 2; q4++) {
+        const qtts_dtype dt = q4 ? QTTS_DT_Q4_0 : QTTS_DT_Q8_0;
+        const qtts_mat src = {w.f, QTTS_DT_F32, 37, 160, false};
+        qtts_mat q = {0}, p = {0};
+        qtts_err err = {0};
+        QTTS_ASSERT(qtts_mat_quantize(&src, dt, &q, &err) == QTTS_OK);
+        CHECK(q.packed && qtts_mat_stride(&q) == qtts_packed_row_bytes(q4, 160), "quantized matrix is packed");
+        const size_t rb = qtts_mat_row_bytes(dt, 160);
+        uint8_t *plain = qtts_malloc(rb * 37);
+        for (int r = 0; r < 37; r++) qtts_mat_unpack_row(&q, r, plain + r * rb);
+        const qtts_mat view = {plain, dt, 37, 160, false};
+        CHECK(qtts_mat_pack(&view, &p, &err) == QTTS_OK && p.packed, "pack: %s", err.msg);
+        CHECK(!memcmp(p.data, q.data, qtts_mat_stride(&q) * 37), "%s: pack(plain) == quantize", qtts_dtype_name(dt));
+        float a[160], e[160];
+        qtts_mat_row(a, &q, 36);
+        if (q4) qtts_dequantize_row_q4_0(plain + 36 * rb, e, 160);
+        else qtts_dequantize_row_q8_0(plain + 36 * rb, e, 160);
+        CHECK(!memcmp(a, e, sizeof a), "%s: qtts_mat_row of a packed matrix", qtts_dtype_name(dt));
+        CHECK(qtts_mat_pack(&q, &p, &err) == QTTS_ERR_INVALID && p.data == NULL, "packing a packed matrix");
+        CHECK(qtts_mat_pack(&src, &p, &err) == QTTS_ERR_INVALID, "packing f32");
+        qtts_mat_free(&q);
+        qtts_free(plain);
+    }
     tmat_free(&w);
 }
 
@@ -551,7 +638,7 @@ static void test_error_report(void) {
     for (size_t i = 0; i < (size_t)R * C; i++) w.f[i] = gauss() * 0.02f;
     float *x = qtts_malloc(sizeof(float) * C), *yf = qtts_malloc(sizeof(float) * R),
           *yq = qtts_malloc(sizeof(float) * R);
-    const qtts_mat Wf = {w.f, QTTS_DT_F32, R, C};
+    const qtts_mat Wf = {w.f, QTTS_DT_F32, R, C, false};
     for (int f = 0; f < 2; f++) {
         tquant q = tquant_new(&w, f ? QTTS_DT_Q4_0 : QTTS_DT_Q8_0);
         double ew = 0, sw = 0;
@@ -568,7 +655,7 @@ static void test_error_report(void) {
             qtts_matmul_isa(&qtts_isa_ref, yf, x, 1, &Wf, NULL);
             /* the quantized matvec, and f32 activations on the dequantized
              * weights (which leaves only the weights' error) */
-            const qtts_mat Wd = {q.deq, QTTS_DT_F32, R, C};
+            const qtts_mat Wd = {q.deq, QTTS_DT_F32, R, C, false};
             double ey = 0, ed = 0, sy = 0;
             qtts_matmul_isa(&qtts_isa_ref, yq, x, 1, &Wd, NULL);
             for (int r = 0; r < R; r++) ed += ((double)yq[r] - yf[r]) * ((double)yq[r] - yf[r]);
@@ -602,6 +689,7 @@ int main(void) {
     list_isas();
     TEST_RUN(test_float_paths);
     TEST_RUN(test_quantize_act);
+    TEST_RUN(test_packed_layout);
     TEST_RUN(test_quant_paths);
     TEST_RUN(test_row_determinism);
     TEST_RUN(test_large_batch);

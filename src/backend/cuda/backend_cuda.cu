@@ -168,22 +168,33 @@ static qtts_status upload_mat(DevPool *pool, const qtts_mat *m, bool force_f32, 
     const bool q8 = m->dtype == QTTS_DT_Q8_0;
     const int nb = m->cols / QTTS_QK;
     const size_t cb = q8 ? QTTS_QK : QTTS_QK / 2; /* code bytes per block */
-    const size_t rb = qtts_mat_row_bytes(m->dtype, m->cols);
+    /* rows in the file's plain blocks: as they are, or read back from the
+     * CPU's packed layout */
+    const size_t rb = qtts_mat_row_bytes(m->dtype, m->cols), stride = qtts_mat_stride(m);
     uint8_t *codes = (uint8_t *)qtts_malloc(rows * nb * cb + 1);
     float *sc = (float *)qtts_malloc(sizeof(float) * rows * nb + 1);
-    if (!codes || !sc) {
+    uint8_t *plain = m->packed ? (uint8_t *)qtts_malloc(rb + 1) : NULL;
+    if (!codes || !sc || (m->packed && !plain)) {
         qtts_free(codes);
         qtts_free(sc);
+        qtts_free(plain);
         return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory staging %s", what);
     }
-    for (size_t r = 0; r < rows; r++)
+    for (size_t r = 0; r < rows; r++) {
+        const uint8_t *row = (const uint8_t *)m->data + r * stride;
+        if (m->packed) {
+            qtts_mat_unpack_row(m, (int)r, plain);
+            row = plain;
+        }
         for (int b = 0; b < nb; b++) {
-            const uint8_t *blk = (const uint8_t *)m->data + r * rb + (size_t)b * (2 + cb);
+            const uint8_t *blk = row + (size_t)b * (2 + cb);
             qtts_half hh;
             memcpy(&hh, blk, 2);
             sc[r * nb + b] = qtts_half_to_f32(hh);
             memcpy(codes + (r * nb + b) * cb, blk + 2, cb);
         }
+    }
+    qtts_free(plain);
     void *dc = pool_alloc(pool, rows * nb * cb, what, err);
     void *ds = dc ? pool_alloc(pool, sizeof(float) * rows * nb, what, err) : NULL;
     cudaError_t e = cudaSuccess;

@@ -20,13 +20,21 @@
  * ==== Matmul weights (Q8_0/Q4_0) =========================================
  *
  * The reference quantized order (kernels_impl.h): activations quantized per
- * block of 32, lane (b mod 2)*8 + j += (float)P[j] * (dw(b) * dx(b)) with
- * the exact integer partials P[j] of elements 4j..4j+3 of block b. On the
- * device thread l = (b mod 2)*8 + j walks the blocks b of its parity. The
- * blocks are split at upload into codes (Q8_0: [rows][cols] int8 in element
- * order; Q4_0: [rows][cols/2] bytes, the blocks' qs as they are) and an f32
- * scale array [rows][cols/32] (the block's binary16 scale, converted
- * exactly). Formats as defined in kernels/quant.h.
+ * block of 32 (codes q, scale dx); the block's exact integer dot P(b) of
+ * its 32 weight codes with the 32 activation codes; lane b mod 16 +=
+ * (float)P(b) * (dw(b) * dx(b)) for b in increasing order (fmaf, the scale
+ * product rounded first); the 16-lane fold; the bias. On the device thread
+ * l of a row's 16 owns lane l: it walks the blocks b = l, l + 16, ... and
+ * computes P(b) with 8 __dp4a over the block's 4-byte groups. The blocks
+ * are split at upload into codes (Q8_0: [rows][cols] int8 in element
+ * order, 32 bytes per block; Q4_0: [rows][cols/2] bytes, each block's 16
+ * qs bytes as in the file: element j low nibble of byte j, element j + 16
+ * its high nibble) and an f32 scale array [rows][cols/32] (the block's
+ * binary16 scale, converted exactly), so a thread reads its block's codes
+ * with 16-byte loads and the 16 threads of a row read 16 consecutive
+ * blocks. The host matrix may be the CPU's packed layout (qtts_mat.packed,
+ * read back to plain blocks with qtts_mat_unpack_row) or the file's plain
+ * one. Formats as defined in kernels/quant.h.
  *
  * ==== Convolutions ========================================================
  *

@@ -4,7 +4,8 @@
  * qtts_matmul on a SIMD CPU (F32/BF16) or of every CPU path (Q8_0/Q4_0).
  *
  * A block of 256 threads computes 16 output rows (16 threads per row, one
- * per lane of the order) for up to NT activation rows; blockIdx.y walks
+ * per lane of the order; for Q8_0/Q4_0 thread l owns the whole blocks
+ * b = l mod 16 of the row) for up to NT activation rows; blockIdx.y walks
  * the activation rows in groups of NT. The result of output (t, r) does not
  * depend on n, NT, the grid or the other rows, which is what makes a
  * batched step bit-identical to a single one.
@@ -48,6 +49,28 @@ __device__ __forceinline__ void mm_load(const DMat &W, int r, int b, int l, floa
         const float4 a = __ldg((const float4 *)p), c = __ldg((const float4 *)p + 1);
         w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
         w[4] = c.x, w[5] = c.y, w[6] = c.z, w[7] = c.w;
+    }
+}
+
+/* Block b's 32 signed codes of a quantized device row (layout.h) as 8
+ * 4-byte groups, group k = elements 4k..4k+3: Q8_0 two 16-byte loads of
+ * its 32 code bytes; Q4_0 one of its 16 bytes, low nibbles elements 0..15
+ * and high nibbles 16..31, each code - 8. */
+template <int DT>
+__device__ __forceinline__ void mm_qload(const uint8_t *row, int b, int w[8]) {
+    if (DT == CU_Q8_0) {
+        const uint4 *p = (const uint4 *)(row + (size_t)b * QTTS_QK);
+        const uint4 v0 = __ldg(p), v1 = __ldg(p + 1);
+        w[0] = (int)v0.x, w[1] = (int)v0.y, w[2] = (int)v0.z, w[3] = (int)v0.w;
+        w[4] = (int)v1.x, w[5] = (int)v1.y, w[6] = (int)v1.z, w[7] = (int)v1.w;
+    } else {
+        const uint4 v = __ldg((const uint4 *)(row + (size_t)b * (QTTS_QK / 2)));
+        const unsigned q[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            w[k] = (int)__vsub4(q[k] & 0x0f0f0f0fu, 0x08080808u);
+            w[4 + k] = (int)__vsub4((q[k] >> 4) & 0x0f0f0f0fu, 0x08080808u);
+        }
     }
 }
 
@@ -122,35 +145,36 @@ __global__ void __launch_bounds__(256) k_mm(const __grid_constant__ MMArgs a) {
             }
         }
     } else {
-        /* quantized: thread l = (b mod 2) * 8 + j walks the blocks of its parity */
-        const int p = l >> 3, j = l & 7, nb = cols / QTTS_QK;
+        /* quantized: thread l owns the blocks b = l, l + 16, ... (layout.h) */
+        const int nb = cols / QTTS_QK;
         const uint8_t *wr = (const uint8_t *)W.w + (size_t)r * W.ldw;
         const uint8_t *ur = swiglu ? (const uint8_t *)a.W[1].w + (size_t)r * a.W[1].ldw : wr;
         const float *sw = W.scale + (size_t)r * nb;
         const float *su = swiglu ? a.W[1].scale + (size_t)r * nb : sw;
         const int8_t *xq = a.xq + (size_t)t0 * cols;
         const float *xd = a.xd + (size_t)t0 * nb;
-        for (int b = p; b < nb; b += 2) {
-            int w4, u4 = 0;
-            if (DT == CU_Q8_0) {
-                w4 = __ldg((const int *)(wr + (size_t)b * QTTS_QK + 4 * j));
-                if (swiglu) u4 = __ldg((const int *)(ur + (size_t)b * QTTS_QK + 4 * j));
-            } else {
-                const int off = b * (QTTS_QK / 2) + ((4 * j) & 15), sh = j < 4 ? 0 : 4;
-                w4 = (int)__vsub4((__ldg((const unsigned *)(wr + off)) >> sh) & 0x0f0f0f0fu,
-                                  0x08080808u);
-                if (swiglu)
-                    u4 = (int)__vsub4((__ldg((const unsigned *)(ur + off)) >> sh) & 0x0f0f0f0fu,
-                                      0x08080808u);
-            }
-            const float dw = sw[b], du = su[b];
+        for (int b = l; b < nb; b += 16) {
+            int w[8], u[8];
+            mm_qload<DT>(wr, b, w);
+            if (swiglu) mm_qload<DT>(ur, b, u);
+            const float dw = __ldg(sw + b), du = __ldg(su + b);
 #pragma unroll
             for (int t = 0; t < NT; t++) {
                 if (t >= nt) continue;
-                const int x4 = *(const int *)(xq + (size_t)t * cols + (size_t)b * QTTS_QK + 4 * j);
-                const float dx = xd[(size_t)t * nb + b];
-                acc[t] = fmaf((float)__dp4a(w4, x4, 0), dw * dx, acc[t]);
-                if (swiglu) acc2[t] = fmaf((float)__dp4a(u4, x4, 0), du * dx, acc2[t]);
+                const uint4 *xp = (const uint4 *)(xq + (size_t)t * cols + (size_t)b * QTTS_QK);
+                const uint4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+                const int xv[8] = {(int)x0.x, (int)x0.y, (int)x0.z, (int)x0.w,
+                                   (int)x1.x, (int)x1.y, (int)x1.z, (int)x1.w};
+                const float dx = __ldg(xd + (size_t)t * nb + b);
+                int pw = 0, pu = 0;
+#pragma unroll
+                for (int k = 0; k < 8; k++) pw = __dp4a(w[k], xv[k], pw);
+                acc[t] = fmaf((float)pw, dw * dx, acc[t]);
+                if (swiglu) {
+#pragma unroll
+                    for (int k = 0; k < 8; k++) pu = __dp4a(u[k], xv[k], pu);
+                    acc2[t] = fmaf((float)pu, du * dx, acc2[t]);
+                }
             }
         }
     }
