@@ -594,6 +594,7 @@ static void test_packed_layout(void) {
         if (q4) qtts_dequantize_row_q4_0(plain + 36 * rb, e, 160);
         else qtts_dequantize_row_q8_0(plain + 36 * rb, e, 160);
         CHECK(!memcmp(a, e, sizeof a), "%s: qtts_mat_row of a packed matrix", qtts_dtype_name(dt));
+        qtts_mat_free(&p);
         CHECK(qtts_mat_pack(&q, &p, &err) == QTTS_ERR_INVALID && p.data == NULL, "packing a packed matrix");
         CHECK(qtts_mat_pack(&src, &p, &err) == QTTS_ERR_INVALID, "packing f32");
         qtts_mat_free(&q);
