@@ -14,9 +14,10 @@
  *
  * Layout: the header is padded with spaces so that the data area starts
  * at a 64-byte file offset; the quantized tensors come first, then the
- * others, each group in name order. A quantized row is cols/32 blocks of
- * 34 or 18 bytes, an even count, so every block starts 2-byte aligned as
- * the kernels require (the loader checks it anyway).
+ * others, each group in name order. A quantized row is stored in the CPU's
+ * packed layout (quant.h; format version 2), so the engine maps it and
+ * computes with it in place; its byte count is a multiple of 32, so every
+ * quantized tensor starts 64-byte aligned.
  *
  * The weights are written to model.safetensors.part, synced and renamed,
  * one tensor in memory at a time (its source pages are released after
@@ -256,7 +257,7 @@ static qtts_status write_weights(const qtts_st_set *set, const char *src_dir, co
                 break;
             }
             ot[i].dt = qtts_quant_dtype(qq);
-            ot[i].nbytes = (uint64_t)t->shape[0] * qtts_mat_row_bytes(ot[i].dt, (int)t->shape[1]);
+            ot[i].nbytes = (uint64_t)t->shape[0] * qtts_packed_row_bytes(ot[i].dt == QTTS_DT_Q4_0, (int)t->shape[1]);
             n_quant[part == QTTS_QPART_CP]++;
         }
         out_bytes += ot[i].nbytes;
@@ -328,20 +329,11 @@ static qtts_status write_weights(const qtts_st_set *set, const char *src_dir, co
     for (size_t i = 0; i < n && !st; i++) {
         const qtts_tensor *t = ot[i].t;
         if (ot[i].dt != t->dtype) {
-            /* the file holds the plain blocks of quant.h: each packed row
-             * is unpacked as it is written */
             qtts_mat src_m = qtts_mat_from(t), qm;
-            const size_t prb = qtts_mat_row_bytes(ot[i].dt, src_m.cols);
-            uint8_t *plain = qtts_malloc(prb);
-            if (!plain) st = qtts_fail(err, QTTS_ERR_NOMEM, "out of memory (row buffer)");
-            else if (!(st = qtts_mat_quantize(&src_m, ot[i].dt, &qm, err))) {
-                for (int r = 0; r < qm.rows && !st; r++) {
-                    qtts_mat_unpack_row(&qm, r, plain);
-                    st = write_all(f, plain, prb, path, err);
-                }
+            if (!(st = qtts_mat_quantize(&src_m, ot[i].dt, &qm, err))) {
+                st = write_all(f, qm.data, (size_t)ot[i].nbytes, path, err);
                 qtts_mat_free(&qm);
             }
-            qtts_free(plain);
         } else {
             st = write_all(f, t->data, (size_t)t->nbytes, path, err);
         }

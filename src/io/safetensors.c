@@ -37,6 +37,7 @@
 #include "../base/thread.h"
 #include "../kernels/quant.h"
 
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -168,8 +169,8 @@ static int tensor_name_cmp(const void *a, const void *b) {
  * relative to the data area; *begin and *end receive them. quant: the file
  * is a marked quantized model file (Q8_0/Q4_0 allowed). */
 static qtts_status check_entry(const char *path, const char *k, size_t klen, const qtts_json *v,
-                               uint64_t data_len, bool quant, qtts_tensor *t, uint64_t *begin,
-                               uint64_t *end, qtts_err *err) {
+                               uint64_t data_len, bool quant, bool packed, qtts_tensor *t,
+                               uint64_t *begin, uint64_t *end, qtts_err *err) {
     char qn[QBUF];
     quote(qn, QBUF, k, klen);
     if (v->type != QTTS_JSON_OBJECT)
@@ -242,8 +243,16 @@ static qtts_status check_entry(const char *path, const char *k, size_t klen, con
                              "%s: tensor %s: a %s tensor must have shape [rows, cols] with rows "
                              "and cols > 0 and cols a multiple of %d",
                              path, qn, quant_table[qi].name, QTTS_QK);
-        if (!qtts_mul_ok(numel / QTTS_QK, quant_table[qi].block, &nbytes))
+        const bool overflow =
+            packed ? (uint64_t)t->shape[1] > INT32_MAX ||
+                         !qtts_mul_ok((uint64_t)t->shape[0],
+                                      qtts_packed_row_bytes(t->dtype == QTTS_DT_Q4_0,
+                                                            (int)QTTS_MIN(t->shape[1], INT32_MAX)),
+                                      &nbytes)
+                   : !qtts_mul_ok(numel / QTTS_QK, quant_table[qi].block, &nbytes);
+        if (overflow)
             return qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: byte size overflows", path, qn);
+        t->packed = packed;
     } else if (!qtts_mul_ok(numel, dtype_table[di].size, &nbytes))
         return qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: byte size overflows", path, qn);
     if (nbytes != *end - *begin)
@@ -269,32 +278,85 @@ static inline uint64_t bytes_0x80(uint64_t x) {
     return (y - 0x0101010101010101ull) & ~y & 0x8080808080808080ull;
 }
 
+/* Every zero byte of x: the high bit of each such byte's lane. */
+static inline uint64_t bytes_0x00(uint64_t x) {
+    return (x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull;
+}
+
+/* A scan of rows [task * per_task, ...) of one tensor; a bad block is
+ * reported as (row, block in the row). */
 typedef struct {
     const unsigned char *data;
-    size_t block, n_blocks, per_task;
+    const qtts_tensor *t;
+    size_t rows, per_task;
     bool q8;
-    size_t bad_nonfinite, bad_code; /* first bad block + 1 of any task, or 0 */
+    _Atomic size_t bad_nonfinite, bad_code; /* (row * blocks per row + block) + 1, or 0 */
 } block_scan;
 
-static void scan_task(void *ctx, int task) {
-    block_scan *j = ctx;
-    const size_t b0 = (size_t)task * j->per_task, b1 = QTTS_MIN(b0 + j->per_task, j->n_blocks);
-    for (size_t b = b0; b < b1; b++) {
-        const unsigned char *p = j->data + b * j->block;
-        uint16_t h;
-        memcpy(&h, p, 2);
-        if ((h & 0x7c00u) == 0x7c00u) {
-            __atomic_store_n(&j->bad_nonfinite, b + 1, __ATOMIC_RELAXED);
+static bool nonfinite_half(const unsigned char *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return (h & 0x7c00u) == 0x7c00u;
+}
+
+/* Plain rows: cols/32 blocks of scale + codes. */
+static void scan_plain(block_scan *j, size_t r, size_t nb) {
+    const size_t bb = j->q8 ? sizeof(qtts_block_q8_0) : sizeof(qtts_block_q4_0);
+    for (size_t b = 0; b < nb; b++) {
+        const unsigned char *p = j->data + (r * nb + b) * bb;
+        if (nonfinite_half(p)) {
+            atomic_store_explicit(&j->bad_nonfinite, r * nb + b + 1, memory_order_relaxed);
             return;
         }
         if (j->q8) {
             uint64_t w[4];
             memcpy(w, p + 2, 32);
             if (bytes_0x80(w[0]) | bytes_0x80(w[1]) | bytes_0x80(w[2]) | bytes_0x80(w[3])) {
-                __atomic_store_n(&j->bad_code, b + 1, __ATOMIC_RELAXED);
+                atomic_store_explicit(&j->bad_code, r * nb + b + 1, memory_order_relaxed);
                 return;
             }
         }
+    }
+}
+
+/* Packed rows (quant.h): the codes of ng groups, then ng * 16 scales;
+ * Q8_0 codes are stored as code + 128, so -128 is a zero byte. Padding
+ * blocks are checked like the others. */
+static void scan_packed(block_scan *j, size_t r) {
+    const int cols = (int)j->t->shape[1], ng = qtts_packed_groups(cols);
+    const int K = qtts_packed_vectors(!j->q8);
+    const size_t nbp = (size_t)ng * QTTS_PACK_BLOCKS;   /* blocks per row, padding included */
+    const unsigned char *row = j->data + r * qtts_packed_row_bytes(!j->q8, cols);
+    const unsigned char *scales = row + (size_t)ng * K * 64;
+    for (size_t b = 0; b < nbp; b++)
+        if (nonfinite_half(scales + 2 * b)) {
+            atomic_store_explicit(&j->bad_nonfinite, r * nbp + b + 1, memory_order_relaxed);
+            return;
+        }
+    if (!j->q8) return;
+    for (size_t o = 0; o < (size_t)ng * K * 64; o += 8) {
+        uint64_t w;
+        memcpy(&w, row + o, 8);
+        const uint64_t z = bytes_0x00(w);
+        if (z) {
+            const size_t byte = o + (size_t)__builtin_ctzll(z) / 8;
+            const size_t b = byte / ((size_t)K * 64) * QTTS_PACK_BLOCKS + byte % 64 / 4;
+            atomic_store_explicit(&j->bad_code, r * nbp + b + 1, memory_order_relaxed);
+            return;
+        }
+    }
+}
+
+static void scan_task(void *ctx, int task) {
+    block_scan *j = ctx;
+    const size_t r0 = (size_t)task * j->per_task, r1 = QTTS_MIN(r0 + j->per_task, j->rows);
+    const size_t nb = (size_t)j->t->shape[1] / QTTS_QK;
+    for (size_t r = r0; r < r1; r++) {
+        if (j->t->packed) scan_packed(j, r);
+        else scan_plain(j, r, nb);
+        if (atomic_load_explicit(&j->bad_nonfinite, memory_order_relaxed) ||
+            atomic_load_explicit(&j->bad_code, memory_order_relaxed))
+            return;
     }
 }
 
@@ -310,26 +372,30 @@ static qtts_status check_blocks(const char *path, const qtts_tensor *t, qtts_err
                          "2-byte aligned)", path, quote(qn, QBUF, t->name, strlen(t->name)),
                          qtts_dtype_name(t->dtype));
     }
+    const size_t cols = (size_t)t->shape[1];
+    const size_t per_row = t->packed ? (size_t)qtts_packed_groups((int)cols) * QTTS_PACK_BLOCKS
+                                     : cols / QTTS_QK;
     block_scan j = {.data = t->data,
-                    .block = t->dtype == QTTS_DT_Q8_0 ? sizeof(qtts_block_q8_0)
-                                                      : sizeof(qtts_block_q4_0),
-                    .n_blocks = (size_t)(t->numel / QTTS_QK),
-                    .per_task = 16384,
+                    .t = t,
+                    .rows = (size_t)t->shape[0],
+                    .per_task = QTTS_MAX((size_t)1, 16384 / per_row),
                     .q8 = t->dtype == QTTS_DT_Q8_0};
-    const size_t tasks = (j.n_blocks + j.per_task - 1) / j.per_task;
+    atomic_init(&j.bad_nonfinite, 0);
+    atomic_init(&j.bad_code, 0);
+    const size_t tasks = (j.rows + j.per_task - 1) / j.per_task;
     if (tasks > 1)
-        qtts_parallel_for((int)tasks, scan_task, &j);
+        qtts_parallel_for((int)QTTS_MIN(tasks, (size_t)INT32_MAX), scan_task, &j);
     else if (tasks)
         scan_task(&j, 0);
-    if (j.bad_nonfinite || j.bad_code) {
+    const size_t bad_nf = atomic_load(&j.bad_nonfinite), bad_c = atomic_load(&j.bad_code);
+    if (bad_nf || bad_c) {
         char qn[QBUF];
-        const size_t b = (j.bad_nonfinite ? j.bad_nonfinite : j.bad_code) - 1;
-        const size_t per_row = (size_t)t->shape[1] / QTTS_QK;
+        const size_t b = (bad_nf ? bad_nf : bad_c) - 1;
         return qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: %s block %zu of row %zu %s", path,
                          quote(qn, QBUF, t->name, strlen(t->name)), qtts_dtype_name(t->dtype),
                          b % per_row, b / per_row,
-                         j.bad_nonfinite ? "has a non-finite scale"
-                                         : "holds the code -128 (valid codes are -127..127)");
+                         bad_nf ? "has a non-finite scale"
+                                : "holds the code -128 (valid codes are -127..127)");
     }
     return QTTS_OK;
 }
@@ -394,15 +460,16 @@ static qtts_status parse_header(qtts_st_file *f, const char *hdr, size_t n, qtts
         name_bytes += doc->key_lens[i] + 1; /* bounded by N: cannot overflow */
     }
     const char *qv = qtts_st_metadata(f, QTTS_ST_QUANT_KEY);
-    if (qv && strcmp(qv, QTTS_ST_QUANT_VERSION)) {
+    if (qv && strcmp(qv, QTTS_ST_QUANT_VERSION) && strcmp(qv, QTTS_ST_QUANT_VERSION_PLAIN)) {
         char qq[QBUF];
         st = qtts_fail(err, QTTS_ERR_FORMAT,
                        "%s: quantized model format version %s is not supported (this build reads "
-                       "version %s; quantize the model again with this build)",
-                       path, quote(qq, QBUF, qv, strlen(qv)), QTTS_ST_QUANT_VERSION);
+                       "versions %s and %s; quantize the model again with this build)",
+                       path, quote(qq, QBUF, qv, strlen(qv)), QTTS_ST_QUANT_VERSION_PLAIN,
+                       QTTS_ST_QUANT_VERSION);
         goto out;
     }
-    const bool quant = qv != NULL;
+    const bool quant = qv != NULL, packed = quant && !strcmp(qv, QTTS_ST_QUANT_VERSION);
     f->tensors = qtts_calloc(count, sizeof *f->tensors);
     f->names = qtts_malloc(name_bytes);
     ranges = qtts_malloc((count ? count : 1) * sizeof *ranges);
@@ -418,8 +485,8 @@ static qtts_status parse_header(qtts_st_file *f, const char *hdr, size_t n, qtts
         if (strcmp(doc->keys[i], "__metadata__") == 0) continue;
         qtts_tensor *t = &f->tensors[k];
         uint64_t b = 0, e = 0;
-        st = check_entry(path, doc->keys[i], doc->key_lens[i], doc->items[i], data_len, quant, t,
-                         &b, &e, err);
+        st = check_entry(path, doc->keys[i], doc->key_lens[i], doc->items[i], data_len, quant,
+                         packed, t, &b, &e, err);
         if (st) goto out;
         memcpy(np, doc->keys[i], doc->key_lens[i] + 1);
         t->name = np;

@@ -16,12 +16,16 @@
  *
  * Quantized model files (written by `qwen3-tts quantize`, docs/QUANT.md)
  * are ordinary safetensors files whose "__metadata__" holds
- * QTTS_ST_QUANT_KEY = QTTS_ST_QUANT_VERSION. Only in such a file may a
- * tensor have dtype "Q8_0" or "Q4_0" (kernels/quant.h), and then only with
- * rank 2, shape [rows > 0, cols > 0, cols % 32 == 0] and exactly
- * rows * cols/32 * block-size bytes. After the tiling check every block is
- * read once: its binary16 scale must be finite and, in Q8_0, no code may
- * be -128. A file with the key but another version is refused.
+ * QTTS_ST_QUANT_KEY = a format version. Only in such a file may a tensor
+ * have dtype "Q8_0" or "Q4_0" (kernels/quant.h), and then only with rank
+ * 2 and shape [rows > 0, cols > 0, cols % 32 == 0]. Version "2" (what this
+ * build writes) stores each row in the CPU's packed layout of quant.h:
+ * exactly rows * qtts_packed_row_bytes(cols) bytes, mapped and used in
+ * place; version "1" stores the plain blocks, exactly rows * cols/32 *
+ * block-size bytes (repacked when the model is loaded). After the tiling
+ * check every block is read once, the padding blocks of packed rows too:
+ * its binary16 scale must be finite and, in Q8_0, no code may be -128. A
+ * file with the key but another version is refused.
  *
  * The file is mapped PROT_READ/MAP_PRIVATE and the fd kept open for the
  * lifetime of the handle; rewriting a mapped file in place is unsupported.
@@ -54,7 +58,8 @@ typedef enum {
 /* The "__metadata__" key that marks a quantized model file, and the one
  * format version this build reads. */
 #define QTTS_ST_QUANT_KEY "qwen3_tts.quantized"
-#define QTTS_ST_QUANT_VERSION "1"
+#define QTTS_ST_QUANT_VERSION "2"         /* packed rows: written and read */
+#define QTTS_ST_QUANT_VERSION_PLAIN "1"   /* plain blocks: read */
 
 typedef struct {
     const char *name;            /* NUL-terminated, owned by the file handle */
@@ -64,6 +69,7 @@ typedef struct {
     uint64_t numel;
     uint64_t nbytes;
     const void *data;            /* points into the mapping; read-only */
+    bool packed;                 /* Q8_0/Q4_0 rows in the packed layout (version 2) */
 } qtts_tensor;
 
 const char *qtts_dtype_name(qtts_dtype dt);

@@ -119,40 +119,49 @@ void qtts_dequantize_row_q4_0(const void *src, float *y, int cols) {
 
 /* ==== the packed layout (quant.h) ======================================== */
 
+/* Both directions move 4-byte code groups (one lane of a packed vector);
+ * Q8_0 groups get their sign bits flipped on the way. */
 void qtts_pack_row(const void *plain, void *packed, int cols, int q4) {
     const int nb = cols / QTTS_QK, ng = qtts_packed_groups(cols), K = qtts_packed_vectors(q4);
     const size_t bb = q4 ? sizeof(qtts_block_q4_0) : sizeof(qtts_block_q8_0);
+    const uint32_t flip = q4 ? 0u : 0x80808080u;
     uint8_t *codes = packed;
     uint8_t *scales = codes + (size_t)ng * K * 64;
     /* padding blocks: code 0 (Q8_0 stored as 0x80, Q4_0 nibbles 8), scale +0 */
-    memset(codes, q4 ? 0x88 : 0x80, (size_t)ng * K * 64);
-    memset(scales, 0, (size_t)ng * QTTS_PACK_BLOCKS * 2);
+    if (nb % QTTS_PACK_BLOCKS) {
+        memset(codes, q4 ? 0x88 : 0x80, (size_t)ng * K * 64);
+        memset(scales, 0, (size_t)ng * QTTS_PACK_BLOCKS * 2);
+    }
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = (const uint8_t *)plain + (size_t)b * bb;
-        const int g = b / QTTS_PACK_BLOCKS, i = b % QTTS_PACK_BLOCKS;
+        uint8_t *lane = codes + 64 * (size_t)K * (b / QTTS_PACK_BLOCKS) + 4 * (b % QTTS_PACK_BLOCKS);
         memcpy(scales + 2 * (size_t)b, blk, 2);
-        for (int k = 0; k < K; k++)
-            for (int j = 0; j < 4; j++) {
-                const uint8_t c = blk[2 + 4 * k + j];
-                codes[64 * ((size_t)K * g + k) + 4 * i + j] = q4 ? c : (uint8_t)(c ^ 0x80u);
-            }
+        for (int k = 0; k < K; k++) {
+            uint32_t w;
+            memcpy(&w, blk + 2 + 4 * k, 4);
+            w ^= flip;
+            memcpy(lane + 64 * k, &w, 4);
+        }
     }
 }
 
 void qtts_unpack_row(const void *packed, void *plain, int cols, int q4) {
     const int nb = cols / QTTS_QK, ng = qtts_packed_groups(cols), K = qtts_packed_vectors(q4);
     const size_t bb = q4 ? sizeof(qtts_block_q4_0) : sizeof(qtts_block_q8_0);
+    const uint32_t flip = q4 ? 0u : 0x80808080u;
     const uint8_t *codes = packed;
     const uint8_t *scales = codes + (size_t)ng * K * 64;
     for (int b = 0; b < nb; b++) {
         uint8_t *blk = (uint8_t *)plain + (size_t)b * bb;
-        const int g = b / QTTS_PACK_BLOCKS, i = b % QTTS_PACK_BLOCKS;
+        const uint8_t *lane =
+            codes + 64 * (size_t)K * (b / QTTS_PACK_BLOCKS) + 4 * (b % QTTS_PACK_BLOCKS);
         memcpy(blk, scales + 2 * (size_t)b, 2);
-        for (int k = 0; k < K; k++)
-            for (int j = 0; j < 4; j++) {
-                const uint8_t c = codes[64 * ((size_t)K * g + k) + 4 * i + j];
-                blk[2 + 4 * k + j] = q4 ? c : (uint8_t)(c ^ 0x80u);
-            }
+        for (int k = 0; k < K; k++) {
+            uint32_t w;
+            memcpy(&w, lane + 64 * k, 4);
+            w ^= flip;
+            memcpy(blk + 2 + 4 * k, &w, 4);
+        }
     }
 }
 

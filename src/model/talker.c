@@ -171,6 +171,8 @@ static bool bind_mat(const binder *b, const char *name, int rows, int cols, qtts
                                                    : QTTS_QUANT_NONE;
     const bool stored_q = t->dtype == QTTS_DT_Q8_0 || t->dtype == QTTS_DT_Q4_0;
     if (q == QTTS_QUANT_NONE && !stored_q) return true;
+    if (stored_q && t->packed && (q == QTTS_QUANT_NONE || t->dtype == qtts_quant_dtype(q)))
+        return true;   /* a packed file tensor (format version 2) is used in place */
     const qtts_dtype want = stored_q ? t->dtype : qtts_quant_dtype(q);
     if (stored_q && q != QTTS_QUANT_NONE && t->dtype != qtts_quant_dtype(q)) {
         qtts_fail(err, QTTS_ERR_UNSUPPORTED,
@@ -180,8 +182,9 @@ static bool bind_mat(const binder *b, const char *name, int rows, int cols, qtts
         return false;
     }
     /* quantized weights are computed with in the CPU's packed layout
-     * (quant.h): a stored Q8_0/Q4_0 tensor is repacked, bf16/f32 ones are
-     * quantized straight into it; the mapped pages are dropped either way */
+     * (quant.h): a plain stored Q8_0/Q4_0 tensor (format version 1) is
+     * repacked, bf16/f32 ones are quantized straight into it; the mapped
+     * pages are dropped either way */
     qtts_mat src = *out;
     qtts_err qerr;
     if (stored_q ? qtts_mat_pack(&src, out, &qerr) : qtts_mat_quantize(&src, want, out, &qerr)) {

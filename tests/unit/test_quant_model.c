@@ -303,6 +303,75 @@ static bool same_capture(const capture *a, const capture *b) {
 
 /* ==== round trip =========================================================== */
 
+/* dst: the quantized directory src with its model file rewritten in
+ * format version 1 (plain blocks), as older builds wrote it; the other
+ * files are symlinked. */
+static bool write_v1(const char *src, const char *dst) {
+    char real[PATH_MAX], p[PATH_MAX + 300], d[PATH_MAX + 300];
+    if (!realpath(src, real) || mkdir(dst, 0755)) return false;
+    DIR *dir = opendir(real);
+    struct dirent *de;
+    while (dir && (de = readdir(dir))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+            !strcmp(de->d_name, "model.safetensors"))
+            continue;
+        snprintf(p, sizeof p, "%s/%s", real, de->d_name);
+        snprintf(d, sizeof d, "%s/%s", dst, de->d_name);
+        if (symlink(p, d)) {
+            closedir(dir);
+            return false;
+        }
+    }
+    if (dir) closedir(dir);
+    qtts_st_set *set = NULL;
+    qtts_err err = {0};
+    if (qtts_st_set_open(real, "model", &set, &err)) return false;
+    const size_t n = qtts_st_set_count(set);
+    size_t cap = 4096 + n * 256, len = 0, data_len = 0;
+    char *h = malloc(cap);
+    len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"%s\":\"%s\"}", QTTS_ST_QUANT_KEY,
+                            QTTS_ST_QUANT_VERSION_PLAIN);
+    for (size_t i = 0; i < n; i++) {
+        const qtts_tensor *t = qtts_st_set_at(set, i);
+        const size_t nb = t->packed ? (size_t)t->shape[0] * qtts_mat_row_bytes(t->dtype, (int)t->shape[1])
+                                    : t->nbytes;
+        len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t->name,
+                                qtts_dtype_name(t->dtype));
+        for (int k = 0; k < t->rank; k++)
+            len += (size_t)snprintf(h + len, cap - len, "%s%lld", k ? "," : "", (long long)t->shape[k]);
+        len += (size_t)snprintf(h + len, cap - len, "],\"data_offsets\":[%zu,%zu]}", data_len, data_len + nb);
+        data_len += nb;
+    }
+    len += (size_t)snprintf(h + len, cap - len, "}");
+    while (len % 8) h[len++] = ' ';   /* keeps every tensor 2-byte aligned */
+    h[len] = 0;
+    snprintf(d, sizeof d, "%s/model.safetensors", dst);
+    FILE *f = fopen(d, "wb");
+    bool ok = f && len < cap;
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)len >> (8 * i));
+    ok = ok && fwrite(len8, 1, 8, f) == 8 && fwrite(h, 1, len, f) == len;
+    for (size_t i = 0; ok && i < n; i++) {
+        const qtts_tensor *t = qtts_st_set_at(set, i);
+        if (!t->packed) {
+            ok = fwrite(t->data, 1, t->nbytes, f) == t->nbytes;
+            continue;
+        }
+        const qtts_mat m = qtts_mat_from(t);
+        const size_t rb = qtts_mat_row_bytes(t->dtype, m.cols);
+        unsigned char *row = malloc(rb);
+        for (int r = 0; ok && r < m.rows; r++) {
+            qtts_mat_unpack_row(&m, r, row);
+            ok = fwrite(row, 1, rb, f) == rb;
+        }
+        free(row);
+    }
+    if (f && fclose(f)) ok = false;
+    free(h);
+    qtts_st_set_close(set);
+    return ok;
+}
+
 static void test_round_trip(void) {
     static const struct {
         const char *talker, *cp, *dir;
@@ -325,13 +394,24 @@ static void test_round_trip(void) {
         CHECK(!strcmp(a.quant_talker, cases[i].talker) && !strcmp(a.quant_cp, cases[i].cp) &&
                   !strcmp(b.quant_talker, cases[i].talker) && !strcmp(b.quant_cp, cases[i].cp),
               "formats %s/%s %s/%s", a.quant_talker, a.quant_cp, b.quant_talker, b.quant_cp);
-        capture ca = {0}, cb = {0};
+        capture ca = {0}, cb = {0}, cv = {0};
         synth(load, text, "vivian", "english", 40, &ca);
         synth(file, text, "vivian", "english", 40, &cb);
         CHECK(ca.n > 0 && same_capture(&ca, &cb), "%s: load-time and file differ (%d/%d frames, "
               "%zu/%zu samples)", cases[i].dir, ca.n, cb.n, ca.n_pcm, cb.n_pcm);
+        /* the same directory in format version 1 (plain blocks, repacked at load) */
+        char v1[PATH_MAX + 8];
+        snprintf(v1, sizeof v1, "%s-v1", out);
+        qtts_engine *old = NULL;
+        REQUIRE(write_v1(out, v1), "write %s", v1);
+        REQUIRE(!open_engine(v1, NULL, NULL, &old, &err), "open %s: %s", v1, err.msg);
+        synth(old, text, "vivian", "english", 40, &cv);
+        CHECK(same_capture(&ca, &cv), "%s: a version 1 file differs (%d/%d frames)", cases[i].dir,
+              ca.n, cv.n);
+        qtts_engine_close(old);
         capture_free(&ca);
         capture_free(&cb);
+        capture_free(&cv);
         qtts_engine_close(load);
         qtts_engine_close(file);
 
@@ -406,15 +486,19 @@ static void test_writer_refuses(void) {
     const qtts_tensor *t = qtts_st_set_find(set, "talker.model.layers.0.mlp.down_proj.weight"),
                       *c = qtts_st_set_find(set, "talker.code_predictor.lm_head.3.weight"),
                       *e = qtts_st_set_find(set, "talker.model.codec_embedding.weight");
-    CHECK(t && t->dtype == QTTS_DT_Q4_0 && t->nbytes == 32 * 2 * 18, "down_proj");
-    CHECK(c && c->dtype == QTTS_DT_Q8_0 && c->nbytes == 2048 * 34, "lm_head");
+    /* format version 2: packed rows, each a whole group of 16 blocks */
+    CHECK(t && t->dtype == QTTS_DT_Q4_0 && t->packed && t->nbytes == 32 * (4 * 64 + 32), "down_proj");
+    CHECK(c && c->dtype == QTTS_DT_Q8_0 && c->packed && c->nbytes == 2048 * (8 * 64 + 32), "lm_head");
     CHECK(e && e->dtype == QTTS_DT_BF16, "embedding stays bf16");
     qtts_st_set_close(set);
 }
 
 /* ==== hostile quantized files ============================================= */
 
-#define MARK "\"__metadata__\":{\"" QTTS_ST_QUANT_KEY "\":\"" QTTS_ST_QUANT_VERSION "\"},"
+/* format version 1: plain blocks (the rules below); version 2's packed
+ * rows are checked after them */
+#define MARK "\"__metadata__\":{\"" QTTS_ST_QUANT_KEY "\":\"" QTTS_ST_QUANT_VERSION_PLAIN "\"},"
+#define MARK2 "\"__metadata__\":{\"" QTTS_ST_QUANT_KEY "\":\"" QTTS_ST_QUANT_VERSION "\"},"
 
 static void test_loader_rules(void) {
     char path[PATH_MAX];
@@ -475,7 +559,7 @@ static void test_loader_rules(void) {
          "\"b\":{\"dtype\":\"Q4_0\",\"shape\":[1,64],\"data_offsets\":[68,104]}}",
          "unsupported dtype", 0, false},
         {"unknown version",
-         "{\"__metadata__\":{\"" QTTS_ST_QUANT_KEY "\":\"2\"},"
+         "{\"__metadata__\":{\"" QTTS_ST_QUANT_KEY "\":\"3\"},"
          "\"a\":{\"dtype\":\"Q8_0\",\"shape\":[2,32],\"data_offsets\":[0,68]},"
          "\"b\":{\"dtype\":\"Q4_0\",\"shape\":[1,64],\"data_offsets\":[68,104]}}",
          "version", 0, false},
@@ -550,6 +634,73 @@ static void test_loader_rules(void) {
     }
     remove(path);
 
+    /* format version 2: the same matrices in packed rows (quant.h) */
+    {
+        const size_t p8 = qtts_packed_row_bytes(0, 32), p4 = qtts_packed_row_bytes(1, 64);
+        unsigned char pk[2 * 544 + 288];
+        REQUIRE(sizeof pk == 2 * p8 + p4, "packed sizes");
+        for (int r = 0; r < 2; r++) qtts_pack_row(q8 + 34 * r, pk + p8 * r, 32, 0);
+        qtts_pack_row(q4, pk + 2 * p8, 64, 1);
+        char h[1024], hp[1024];
+        snprintf(hp, sizeof hp,
+                 "{" MARK2 "\"a\":{\"dtype\":\"Q8_0\",\"shape\":[2,32],\"data_offsets\":[0,%zu]},"
+                 "\"b\":{\"dtype\":\"Q4_0\",\"shape\":[1,64],\"data_offsets\":[%zu,%zu]}}",
+                 2 * p8, 2 * p8, sizeof pk);
+        while (strlen(hp) % 2) strcat(hp, " ");
+        REQUIRE(write_st(path, hp, pk, sizeof pk), "write");
+        qtts_st_file *f = NULL;
+        qtts_err err = {0};
+        REQUIRE(qtts_st_open(path, &f, &err) == QTTS_OK, "valid packed file: %s", err.msg);
+        const qtts_tensor *a = qtts_st_find(f, "a"), *b = qtts_st_find(f, "b");
+        CHECK(a && a->packed && a->nbytes == 2 * p8 && b && b->packed && b->nbytes == p4, "packed tensors");
+        if (a && b) {
+            const qtts_mat ma = qtts_mat_from(a), mb = qtts_mat_from(b);
+            float row[64];
+            CHECK(ma.packed && mb.packed, "packed matrices");
+            qtts_mat_row(row, &ma, 1);
+            CHECK(row[0] == 0.5f * -15 && row[31] == 0.5f * 16, "packed q8 row %g %g", row[0], row[31]);
+            qtts_mat_row(row, &mb, 0);
+            CHECK(row[0] == 0.25f * (0 - 8) && row[16] == 0.25f * (0 - 8) && row[1] == 0.25f * (1 - 8),
+                  "packed q4 row %g %g %g", row[0], row[16], row[1]);
+        }
+        qtts_st_close(f);
+
+        static const struct {
+            const char *what, *expect;
+            int patch;   /* 1: code -128 in row 1, block 0; 2: inf scale in padding block 7 of b */
+            bool plain_sizes;
+        } bad2[] = {
+            {"plain byte counts in a version 2 file", "byte count mismatch", 0, true},
+            {"packed code -128", "block 0 of row 1 holds the code -128", 1, false},
+            {"packed padding scale infinite", "block 7 of row 0 has a non-finite scale", 2, false},
+        };
+        for (size_t i = 0; i < sizeof bad2 / sizeof *bad2; i++) {
+            unsigned char d[sizeof pk];
+            memcpy(d, pk, sizeof d);
+            if (bad2[i].patch == 1) d[p8 + 64 * 3 + 2] = 0;
+            if (bad2[i].patch == 2) {
+                const qtts_half inf = 0x7c00;
+                memcpy(d + 2 * p8 + 4 * 64 + 2 * 7, &inf, 2);
+            }
+            if (bad2[i].plain_sizes) {
+                snprintf(h, sizeof h,
+                         "{" MARK2 "\"a\":{\"dtype\":\"Q8_0\",\"shape\":[2,32],\"data_offsets\":[0,68]},"
+                         "\"b\":{\"dtype\":\"Q4_0\",\"shape\":[1,64],\"data_offsets\":[68,104]}}");
+                while (strlen(h) % 2) strcat(h, " ");
+                REQUIRE(write_st(path, h, both, sizeof both), "write");
+            } else {
+                REQUIRE(write_st(path, hp, d, sizeof d), "write");
+            }
+            err = (qtts_err){0};
+            const qtts_status st = qtts_st_open(path, &f, &err);
+            CHECK(st == QTTS_ERR_FORMAT && !f && strstr(err.msg, bad2[i].expect), "%s: status %d: %s",
+                  bad2[i].what, st, err.msg);
+            qtts_st_close(f);
+            f = NULL;
+        }
+        remove(path);
+    }
+
     /* a quantized model directory whose talker matrix block holds -128 fails to open */
     char dir[PATH_MAX], mf[PATH_MAX + 64];
     snprintf(dir, sizeof dir, "%s/q8", tmp_root);
@@ -559,8 +710,9 @@ static void test_loader_rules(void) {
     REQUIRE(buf, "read %s", mf);
     uint64_t hl = 0;
     for (int i = 7; i >= 0; i--) hl = hl << 8 | (unsigned char)buf[i];
-    /* the first tensor of the data area is quantized (the writer puts them first) */
-    buf[8 + hl + 2 + 5] = (char)0x80;
+    /* the first tensor of the data area is quantized (the writer puts them
+     * first), in packed rows: byte 5 is a code, stored as code + 128 */
+    buf[8 + hl + 5] = 0;
     REQUIRE(write_bytes(mf, buf, len), "rewrite");
     qtts_free(buf);
     qtts_engine *e = NULL;
