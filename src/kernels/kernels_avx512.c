@@ -122,17 +122,18 @@ INLINE __m512i start(const int32_t *xs, const bool q4) {
                             _mm512_slli_epi32(_mm512_loadu_si512(xs), q4 ? 3 : 7));
 }
 
-/* Rows r0..r0+RW-1 of W against x rows t..t+RX-1: tiles share each weight
- * vector (unpacked once) across the x rows; the 8 x vectors of a group are
- * loaded where VPDPBUSD uses them (L1 hits). */
+/* Rows r0..r0+RW-1 of W against x rows t..t+RX-1. Per group, the code
+ * vectors are walked in the outer loop: each x vector is loaded once for
+ * the tile's W rows and each weight vector (unpacked once) serves the
+ * tile's x rows, so a 4x4 tile does 16 VPDPBUSD per 8 loads; the RW x RX
+ * int32 sums are converted and scaled once per group. */
 INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const int RX,
                        const bool q4) {
     const int C = j->W->cols, R = j->W->rows, ng = qtts_packed_groups(C);
     const int K = qtts_packed_vectors(q4);
     const size_t rb = qtts_mat_stride(j->W), code_bytes = (size_t)ng * K * 64;
-    /* Prefetch distance in rows: four tiles ahead for decode; a group is
-     * 4.5 (Q4_0) or 8.5 (Q8_0) lines of each row, and every line is
-     * prefetched. */
+    /* Prefetch distance: four tiles ahead; a group is 4.5 (Q4_0) or 8.5
+     * (Q8_0) lines of each row, and every line is prefetched. */
     const size_t ahead = (size_t)4 * RW * rb;
     const uint8_t *w[4];
     const int8_t *xq[4];
@@ -151,52 +152,55 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
     }
     const __m512i low4 = _mm512_set1_epi8(15);
     for (int g = 0; g < ng; g++) {
-        __m512i x0[4];
-        __m512 dx[4];
+        __m512i a[4][4];
 #pragma GCC unroll 4
         for (int p = 0; p < RX; p++) {
-            x0[p] = start(xs[p] + g * 16, q4);
-            dx[p] = _mm512_loadu_ps(xd[p] + g * 16);
-        }
+            const __m512i x0 = start(xs[p] + g * 16, q4);
 #pragma GCC unroll 4
-        for (int r = 0; r < RW; r++) {
-            const uint8_t *cw = w[r] + (size_t)g * K * 64;
-            const uint8_t *sw = w[r] + code_bytes + (size_t)g * 32;
-            if (t == 0) {
+            for (int r = 0; r < RW; r++) a[p][r] = x0;
+        }
+        if (t == 0)
+#pragma GCC unroll 4
+            for (int r = 0; r < RW; r++) {
+                const uint8_t *cw = w[r] + (size_t)g * K * 64;
 #pragma GCC unroll 8
                 for (int k = 0; k < K; k++) prefetch(cw + 64 * k + ahead);
-                if (!(g & 1)) prefetch(sw + ahead);
+                if (!(g & 1)) prefetch(w[r] + code_bytes + (size_t)g * 32 + ahead);
             }
-            __m512i a[4];
+#pragma GCC unroll 8
+        for (int k = 0; k < K; k++) {
+            __m512i xk[4], xh[4];
 #pragma GCC unroll 4
-            for (int p = 0; p < RX; p++) a[p] = x0[p];
-            if (q4) {
+            for (int p = 0; p < RX; p++) {
+                const int8_t *xg = xq[p] + (size_t)g * 512;
+                xk[p] = _mm512_loadu_si512(xg + 64 * k);
+                if (q4) xh[p] = _mm512_loadu_si512(xg + 64 * (k + 4));
+            }
 #pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) {
-                    const __m512i L = _mm512_loadu_si512(cw + 64 * k);
+            for (int r = 0; r < RW; r++) {
+                const __m512i L = _mm512_loadu_si512(w[r] + (size_t)g * K * 64 + 64 * k);
+                if (q4) {
                     const __m512i lo = _mm512_and_si512(L, low4);
                     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(L, 4), low4);
 #pragma GCC unroll 4
                     for (int p = 0; p < RX; p++) {
-                        const int8_t *xg = xq[p] + (size_t)g * 512;
-                        a[p] = _mm512_dpbusd_epi32(a[p], lo, _mm512_loadu_si512(xg + 64 * k));
-                        a[p] = _mm512_dpbusd_epi32(a[p], hi, _mm512_loadu_si512(xg + 64 * (k + 4)));
+                        a[p][r] = _mm512_dpbusd_epi32(a[p][r], lo, xk[p]);
+                        a[p][r] = _mm512_dpbusd_epi32(a[p][r], hi, xh[p]);
                     }
-                }
-            } else {
-#pragma GCC unroll 8
-                for (int k = 0; k < 8; k++) {
-                    const __m512i L = _mm512_loadu_si512(cw + 64 * k);
+                } else {
 #pragma GCC unroll 4
-                    for (int p = 0; p < RX; p++)
-                        a[p] = _mm512_dpbusd_epi32(
-                            a[p], L, _mm512_loadu_si512(xq[p] + (size_t)g * 512 + 64 * k));
+                    for (int p = 0; p < RX; p++) a[p][r] = _mm512_dpbusd_epi32(a[p][r], L, xk[p]);
                 }
             }
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sw));
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < RW; r++) {
+            const __m512 dw = _mm512_cvtph_ps(
+                _mm256_loadu_si256((const __m256i *)(w[r] + code_bytes + (size_t)g * 32)));
 #pragma GCC unroll 4
             for (int p = 0; p < RX; p++)
-                acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[p]), _mm512_mul_ps(dw, dx[p]),
+                acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[p][r]),
+                                            _mm512_mul_ps(dw, _mm512_loadu_ps(xd[p] + g * 16)),
                                             acc[p][r]);
         }
     }
