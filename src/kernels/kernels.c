@@ -278,3 +278,12 @@ void qtts_matmul_multi(int count, float *const *y, const float *x, int n, const 
 void qtts_matmul(float *y, const float *x, int n, const qtts_mat *W, const float *bias) {
     qtts_matmul_isa(qtts_isa_active(), y, x, n, W, bias);
 }
+
+void qtts_attn_scores(float *scores, const float *q, const float *k, size_t ldk, int ctx, int d,
+                      float scale) {
+    qtts_isa_active()->attn_scores(scores, q, k, ldk, ctx, d, scale);
+}
+
+void qtts_attn_out(float *out, const float *p, const float *v, size_t ldv, int ctx, int d) {
+    qtts_isa_active()->attn_out(out, p, v, ldv, ctx, d);
+}

@@ -119,6 +119,15 @@ void qtts_add_inplace(float *y, const float *x, size_t n);
  * same bits on every machine, independent of the matmul's SIMD path. */
 float qtts_dot_f32(const float *a, const float *b, int n);
 
+/* Attention, one query head over ctx positions, in the scalar order on
+ * every path (the same bits as the loops they replace; attn_impl.h):
+ * scores[j] = qtts_dot_f32(q, k + j*ldk, d) * scale for j < ctx, and
+ * out[i] = sum_{j < ctx} p[j] * v[j*ldv + i] (i < d), increasing j, a
+ * multiply then an add per term, from 0. */
+void qtts_attn_scores(float *scores, const float *q, const float *k, size_t ldk, int ctx, int d,
+                      float scale);
+void qtts_attn_out(float *out, const float *p, const float *v, size_t ldv, int ctx, int d);
+
 /* ==== 1-D convolution kernels (conv_ref.c) ================================
  * Activations here are channel-major: a [C, n] tensor is C rows of n time
  * samples, row r at x + r*ld (ld >= n). A causal conv reads (taps-1)*dil

@@ -28,6 +28,7 @@
 
 #if QTTS_ISA_X86
 #include <immintrin.h>
+#include "attn_impl.h"
 
 #ifdef QTTS_AVXVNNI
 #define ISA_TABLE qtts_isa_avxvnni
@@ -402,6 +403,8 @@ const qtts_isa ISA_TABLE = {
     .mm_q8_0 = mm_q8_0,
     .mm_q4_0 = mm_q4_0,
     .quantize_act = quantize_act,
+    .attn_scores = attn_scores_v,
+    .attn_out = attn_out_v,
 };
 
 #endif

@@ -20,6 +20,7 @@
 
 #if QTTS_ISA_X86
 #include <immintrin.h>
+#include "attn_impl.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -255,6 +256,8 @@ const qtts_isa qtts_isa_avx512 = {
     .mm_q8_0 = mm_q8_0,
     .mm_q4_0 = mm_q4_0,
     .quantize_act = quantize_act,
+    .attn_scores = attn_scores_v,
+    .attn_out = attn_out_v,
 };
 
 #endif

@@ -27,6 +27,7 @@
 
 #if QTTS_ISA_ARM64
 #include <arm_neon.h>
+#include "attn_impl.h"
 
 #ifdef QTTS_NEON_DOTPROD
 #define ISA_TABLE qtts_isa_neondot
@@ -302,6 +303,8 @@ const qtts_isa ISA_TABLE = {
     .mm_q8_0 = mm_q8_0,
     .mm_q4_0 = mm_q4_0,
     .quantize_act = quantize_act,
+    .attn_scores = attn_scores_v,
+    .attn_out = attn_out_v,
 };
 
 #endif

@@ -132,6 +132,19 @@ static void mm_quant(const qtts_mm_job *j, int r0, int r1, bool q4) {
 static void mm_q8_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, false); }
 static void mm_q4_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, true); }
 
+/* ==== attention (the orders of kernels.h, as plain loops) ================= */
+
+static void attn_scores_ref(float *scores, const float *q, const float *k, size_t ldk, int ctx,
+                            int d, float scale) {
+    for (int j = 0; j < ctx; j++) scores[j] = qtts_dot_f32(q, k + (size_t)j * ldk, d) * scale;
+}
+
+static void attn_out_ref(float *out, const float *p, const float *v, size_t ldv, int ctx, int d) {
+    for (int i = 0; i < d; i++) out[i] = 0.0f;
+    for (int j = 0; j < ctx; j++)
+        for (int i = 0; i < d; i++) out[i] += p[j] * v[(size_t)j * ldv + i];
+}
+
 const qtts_isa qtts_isa_ref = {
     .name = "scalar",
     .mm_f32 = mm_f32,
@@ -139,6 +152,8 @@ const qtts_isa qtts_isa_ref = {
     .mm_q8_0 = mm_q8_0,
     .mm_q4_0 = mm_q4_0,
     .quantize_act = qtts_quantize_act_ref,
+    .attn_scores = attn_scores_ref,
+    .attn_out = attn_out_ref,
 };
 
 void qtts_mat_row(float *out, const qtts_mat *W, int row) {

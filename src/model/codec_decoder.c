@@ -678,14 +678,9 @@ static void attn_head(void *ctx, int hh) {
         const float *qi = a->q + (size_t)i * qd + hh * D;
         const float *kb = a->k + (size_t)(lo - a->base) * kvd + kh * D;
         const float *vb = a->v + (size_t)(lo - a->base) * kvd + kh * D;
-        for (int j = 0; j < nk; j++) sc[j] = qtts_dot_f32(qi, kb + (size_t)j * kvd, D) * a->scale;
+        qtts_attn_scores(sc, qi, kb, (size_t)kvd, nk, D, a->scale);
         qtts_softmax(sc, nk);
-        float *o = a->att + (size_t)i * qd + hh * D;
-        for (int e = 0; e < D; e++) o[e] = 0.0f;
-        for (int j = 0; j < nk; j++) {
-            const float *vj = vb + (size_t)j * kvd;
-            for (int e = 0; e < D; e++) o[e] += sc[j] * vj[e];
-        }
+        qtts_attn_out(a->att + (size_t)i * qd + hh * D, sc, vb, (size_t)kvd, nk, D);
     }
 }
 

@@ -551,16 +551,9 @@ static qtts_status run_transformer(const qtts_codec_encoder *e, float *x, int T,
             const int kh = hh / grp;
             for (int i = 0; i < T; i++) {
                 const float *qi = q + (size_t)i * qd + hh * D;
-                for (int j = 0; j <= i; j++)
-                    sc[j] = qtts_dot_f32(qi, k + (size_t)j * kvd + kh * D, D) * scale;
+                qtts_attn_scores(sc, qi, k + kh * D, (size_t)kvd, i + 1, D, scale);
                 qtts_softmax(sc, i + 1);
-                float *o = att + (size_t)i * qd + hh * D;
-                for (int d = 0; d < D; d++) o[d] = 0.0f;
-                for (int j = 0; j <= i; j++) {
-                    const float *vj = v + (size_t)j * kvd + kh * D;
-                    const float p = sc[j];
-                    for (int d = 0; d < D; d++) o[d] += p * vj[d];
-                }
+                qtts_attn_out(att + (size_t)i * qd + hh * D, sc, v + kh * D, (size_t)kvd, i + 1, D);
             }
         }
         qtts_matmul(tmp, att, T, &L->o, NULL);

@@ -550,15 +550,9 @@ static void attend_heads(const float *q, int nh, const float *kc, const float *v
                          int hd, float *out, float *scores) {
     const float scale = (float)(1.0 / sqrt((double)hd));
     for (int h = 0; h < nh; h++) {
-        const float *qh = q + (size_t)h * hd;
-        for (int j = 0; j < ctx; j++) scores[j] = qtts_dot_f32(qh, kc + (size_t)j * hd, hd) * scale;
+        qtts_attn_scores(scores, q + (size_t)h * hd, kc, (size_t)hd, ctx, hd, scale);
         qtts_softmax(scores, ctx);
-        float *oh = out + (size_t)h * hd;
-        memset(oh, 0, sizeof(float) * (size_t)hd);
-        for (int j = 0; j < ctx; j++) {
-            const float p = scores[j], *vj = vc + (size_t)j * hd;
-            for (int d = 0; d < hd; d++) oh[d] += p * vj[d];
-        }
+        qtts_attn_out(out + (size_t)h * hd, scores, vc, (size_t)hd, ctx, hd);
     }
 }
 
