@@ -59,8 +59,12 @@ void qtts_mat_row(float *out, const qtts_mat *W, int row);
 /* Bytes of one row of cols elements in a matrix of dtype dt, plain layout
  * (as in files). */
 size_t qtts_mat_row_bytes(qtts_dtype dt, int cols);
-/* Bytes from one row of m to the next (packed or plain). */
-size_t qtts_mat_stride(const qtts_mat *m);
+/* Bytes from one row of m to the next (packed or plain). Inline: the
+ * kernels ask for it once per tile. */
+static inline size_t qtts_mat_stride(const qtts_mat *m) {
+    return m->packed ? qtts_packed_row_bytes(m->dtype == QTTS_DT_Q4_0, m->cols)
+                     : qtts_mat_row_bytes(m->dtype, m->cols);
+}
 
 /* Load-time quantization: *dst = src (F32 or BF16) in format q (QTTS_DT_Q8_0
  * or QTTS_DT_Q4_0), packed, with its own memory (release with

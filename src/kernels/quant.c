@@ -178,11 +178,6 @@ size_t qtts_mat_row_bytes(qtts_dtype dt, int cols) {
     return 0;
 }
 
-size_t qtts_mat_stride(const qtts_mat *m) {
-    return m->packed ? qtts_packed_row_bytes(m->dtype == QTTS_DT_Q4_0, m->cols)
-                     : qtts_mat_row_bytes(m->dtype, m->cols);
-}
-
 /* Rows of src (F32/BF16 to quantize, or plain Q8_0/Q4_0 to pack) into the
  * packed matrix dst, rows_per_task at a time over the pool. */
 typedef struct {
