@@ -378,13 +378,14 @@ static qtts_status check_blocks(const char *path, const qtts_tensor *t, qtts_err
     block_scan j = {.data = t->data,
                     .t = t,
                     .rows = (size_t)t->shape[0],
-                    .per_task = QTTS_MAX((size_t)1, 16384 / per_row),
+                    /* ~16k blocks a task, and never more than 2^20 tasks */
+                    .per_task = QTTS_MAX(16384 / per_row, (size_t)t->shape[0] / (1u << 20)) + 1,
                     .q8 = t->dtype == QTTS_DT_Q8_0};
     atomic_init(&j.bad_nonfinite, 0);
     atomic_init(&j.bad_code, 0);
     const size_t tasks = (j.rows + j.per_task - 1) / j.per_task;
     if (tasks > 1)
-        qtts_parallel_for((int)QTTS_MIN(tasks, (size_t)INT32_MAX), scan_task, &j);
+        qtts_parallel_for((int)tasks, scan_task, &j);
     else if (tasks)
         scan_task(&j, 0);
     const size_t bad_nf = atomic_load(&j.bad_nonfinite), bad_c = atomic_load(&j.bad_code);

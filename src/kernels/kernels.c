@@ -217,7 +217,9 @@ static void matmul_jobs(const qtts_isa *isa, int count, float *const *y, const f
     const size_t row_bytes = qtts_packed_act_bytes(C), plain_bytes = (size_t)C + (size_t)nb * 4;
     _Alignas(64) uint8_t stack_buf[16 * 1024];
     uint8_t *buf = stack_buf, *heap = NULL;
-    int mrows = (int)((sizeof stack_buf - plain_bytes) / row_bytes);
+    int mrows = plain_bytes + row_bytes <= sizeof stack_buf
+                    ? (int)((sizeof stack_buf - plain_bytes) / row_bytes)
+                    : 0;
     if (mrows < n && (heap = qtts_aligned_alloc(row_bytes * n + plain_bytes))) {
         buf = heap;
         mrows = n;
