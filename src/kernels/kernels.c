@@ -13,6 +13,7 @@
  * on the number of threads or on the split. For quantized weights the rows
  * of x are quantized once, on the calling thread, before the split.
  */
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -143,17 +144,37 @@ typedef struct {
     const qtts_mm_job *job[QTTS_MATMUL_MAX];
     qtts_mm_fn fn[QTTS_MATMUL_MAX];
     int rows_per, first[QTTS_MATMUL_MAX + 1];
+    bool swiglu;   /* two jobs, gate and up: a task does both for its rows, then SwiGLU */
 } mm_split;
+
+/* y0[t, r] = silu(y0[t, r]) * y1[t, r] for rows [r0, r1) of every x row:
+ * the expression of qtts_swiglu (kernels_ref.c), so the same bits. */
+static void swiglu_rows(const mm_split *s, int r0, int r1) {
+    const int R = s->job[0]->W->rows;
+    for (int t = 0; t < s->job[0]->n; t++) {
+        float *g = s->job[0]->y + (size_t)t * R;
+        const float *u = s->job[1]->y + (size_t)t * R;
+        for (int r = r0; r < r1; r++) g[r] = g[r] / (1.0f + expf(-g[r])) * u[r];
+    }
+}
 
 static void mm_task(void *ctx, int t) {
     const mm_split *s = ctx;
     int m = 0;
     while (t >= s->first[m + 1]) m++;
     const int r0 = (t - s->first[m]) * s->rows_per;
-    s->fn[m](s->job[m], r0, QTTS_MIN(r0 + s->rows_per, s->job[m]->W->rows));
+    const int r1 = QTTS_MIN(r0 + s->rows_per, s->job[m]->W->rows);
+    s->fn[m](s->job[m], r0, r1);
+    if (s->swiglu) {
+        s->fn[1](s->job[1], r0, r1);
+        swiglu_rows(s, r0, r1);
+    }
 }
 
-static void run_split(int count, const qtts_mm_job *const *jobs, const qtts_mm_fn *fns) {
+/* swiglu: jobs[0] and jobs[1] have the same rows; the tasks cover
+ * jobs[0]'s rows and do jobs[1]'s and the SwiGLU of the same rows. */
+static void run_split(int count, const qtts_mm_job *const *jobs, const qtts_mm_fn *fns,
+                      bool swiglu) {
     const int threads = qtts_threads_count();
     double macs = 0;
     int rows = 0;
@@ -161,21 +182,29 @@ static void run_split(int count, const qtts_mm_job *const *jobs, const qtts_mm_f
         macs += (double)jobs[m]->n * jobs[m]->W->rows * jobs[m]->W->cols;
         rows += jobs[m]->W->rows;
     }
+    mm_split s = {.swiglu = swiglu};
+    for (int m = 0; m < count; m++) {
+        s.job[m] = jobs[m];
+        s.fn[m] = fns[m];
+    }
+    const int tasked = swiglu ? 1 : count;   /* matrices whose rows make the tasks */
     if (threads == 1 || macs < MIN_PARALLEL_MACS) {
-        for (int m = 0; m < count; m++) fns[m](jobs[m], 0, jobs[m]->W->rows);
+        s.rows_per = jobs[0]->W->rows;
+        for (int m = 0; m < tasked; m++) {
+            s.first[m + 1] = m + 1;
+            s.rows_per = QTTS_MAX(s.rows_per, jobs[m]->W->rows);
+        }
+        for (int m = 0; m < tasked; m++) mm_task(&s, m);
         return;
     }
     /* task sizes from the jobs' total rows, so that matrices of one call
      * are cut alike and each thread gets a few tasks */
     int per = (rows + threads * TASKS_PER_THREAD - 1) / (threads * TASKS_PER_THREAD);
     per = (per + 15) / 16 * 16;   /* whole groups of the kernels' row tiles */
-    mm_split s = {.rows_per = per};
-    for (int m = 0; m < count; m++) {
-        s.job[m] = jobs[m];
-        s.fn[m] = fns[m];
+    s.rows_per = per;
+    for (int m = 0; m < tasked; m++)
         s.first[m + 1] = s.first[m] + (jobs[m]->W->rows + per - 1) / per;
-    }
-    qtts_parallel_for(s.first[count], mm_task, &s);
+    qtts_parallel_for(s.first[tasked], mm_task, &s);
 }
 
 static qtts_mm_fn mm_fn(const qtts_isa *isa, qtts_dtype dt) {
@@ -191,7 +220,7 @@ static bool quantized(qtts_dtype dt) { return dt == QTTS_DT_Q8_0 || dt == QTTS_D
 
 /* count matmuls of one x on isa (count 1: with bias). */
 static void matmul_jobs(const qtts_isa *isa, int count, float *const *y, const float *x, int n,
-                        const qtts_mat *const *W, const float *bias) {
+                        const qtts_mat *const *W, const float *bias, bool swiglu) {
     const int C = W[0]->cols;
     if (n <= 0) return;
     qtts_mm_job jobs[QTTS_MATMUL_MAX];
@@ -206,7 +235,7 @@ static void matmul_jobs(const qtts_isa *isa, int count, float *const *y, const f
         fns[m] = mm_fn(isa, W[m]->dtype);
     }
     if (!q) {
-        run_split(count, jp, fns);
+        run_split(count, jp, fns, swiglu);
         return;
     }
     /* Quantized activations, packed (qtts_mm_job) for m rows of x at a
@@ -244,7 +273,7 @@ static void matmul_jobs(const qtts_isa *isa, int count, float *const *y, const f
             jobs[m].xs = xs;
             jobs[m].y = y[m] + (size_t)t0 * W[m]->rows;
         }
-        run_split(count, jp, fns);
+        run_split(count, jp, fns, swiglu);
     }
     qtts_free(heap);
 }
@@ -269,12 +298,21 @@ void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float 
 void qtts_matmul_isa(const qtts_isa *isa, float *y, const float *x, int n, const qtts_mat *W,
                      const float *bias) {
     if (W->rows <= 0) return;
-    matmul_jobs(isa, 1, &y, x, n, &W, bias);
+    matmul_jobs(isa, 1, &y, x, n, &W, bias, false);
 }
 
 void qtts_matmul_multi(int count, float *const *y, const float *x, int n, const qtts_mat *const *W) {
     QTTS_ASSERT(count >= 1 && count <= QTTS_MATMUL_MAX);
-    matmul_jobs(qtts_isa_active(), count, y, x, n, W, NULL);   /* a 0-row matrix gets no task */
+    matmul_jobs(qtts_isa_active(), count, y, x, n, W, NULL, false);   /* a 0-row matrix gets no task */
+}
+
+void qtts_matmul_swiglu(float *y, float *up, const float *x, int n, const qtts_mat *gate,
+                        const qtts_mat *upw) {
+    QTTS_ASSERT(gate->rows == upw->rows);
+    if (gate->rows <= 0) return;
+    float *const ys[2] = {y, up};
+    const qtts_mat *const W[2] = {gate, upw};
+    matmul_jobs(qtts_isa_active(), 2, ys, x, n, W, NULL, true);
 }
 
 void qtts_matmul(float *y, const float *x, int n, const qtts_mat *W, const float *bias) {

@@ -52,6 +52,14 @@ void qtts_matmul(float *y, const float *x, int n, const qtts_mat *W, const float
 #define QTTS_MATMUL_MAX 3
 void qtts_matmul_multi(int count, float *const *y, const float *x, int n, const qtts_mat *const *W);
 
+/* The gate/up pair of a SwiGLU MLP as one split over the pool: each task
+ * computes its rows of both matrices and then y = silu(gate) * up on
+ * them, so the SwiGLU runs in parallel too. y[n, rows] gets the result,
+ * up[n, rows] is scratch. The same bits as qtts_matmul_multi on
+ * {gate, up} followed by qtts_swiglu. */
+void qtts_matmul_swiglu(float *y, float *up, const float *x, int n, const qtts_mat *gate,
+                        const qtts_mat *upw);
+
 /* One row of W as f32 (embedding lookup): out[W.cols] = W[row]
  * (dequantized for Q8_0/Q4_0). */
 void qtts_mat_row(float *out, const qtts_mat *W, int row);

@@ -735,9 +735,7 @@ static void transformer(const qtts_codec_decoder *d, float *tm, causal_state *st
             for (int c = 0; c < H; c++) h[(size_t)t * H + c] += L->attn_scale[c] * tmp[(size_t)t * H + c];
         for (int t = 0; t < T; t++)
             qtts_rmsnorm(xn + (size_t)t * H, h + (size_t)t * H, L->post_norm, H, d->rms_eps);
-        qtts_matmul(gate, xn, T, &L->gate, NULL);
-        qtts_matmul(up, xn, T, &L->up, NULL);
-        qtts_swiglu(gate, gate, up, (size_t)T * I);
+        qtts_matmul_swiglu(gate, up, xn, T, &L->gate, &L->up);
         qtts_matmul(tmp, gate, T, &L->down, NULL);
         for (int t = 0; t < T; t++)
             for (int c = 0; c < H; c++) h[(size_t)t * H + c] += L->mlp_scale[c] * tmp[(size_t)t * H + c];

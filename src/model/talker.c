@@ -15,7 +15,8 @@
  *       per row: q/k rmsnorm per head, rotate-half RoPE, K/V written to the
  *                row's cache at the row's position
  *       per row: causal GQA over the row's cache, positions 0..pos
- *     x += att[n,qd]·Woᵀ ; x += down(silu(gate(h2)) * up(h2))
+ *     x += att[n,qd]·Woᵀ ; x += down(silu(gate(h2)) * up(h2)), gate/up and
+ *     the SwiGLU one split over the pool (qtts_matmul_swiglu)
  *
  * KV cache layout, per stack: [layer][kv head][position][hd], so one head's
  * keys for consecutive positions are contiguous. The talker prefill runs in
@@ -601,7 +602,7 @@ static void attn_group(void *ctx, int g) {
  * place to the last layer's output (before the final norm). */
 static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, float *x,
                        row_scratch *s) {
-    const int D = w->dim, I = w->inter;
+    const int D = w->dim;
     for (int l = 0; l < w->n_layers; l++) {
         const qtts_layer_weights *L = &w->layers[l];
         for (int r = 0; r < n; r++)
@@ -618,12 +619,7 @@ static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, fl
 
         for (int r = 0; r < n; r++)
             qtts_rmsnorm(s->h + (size_t)r * D, x + (size_t)r * D, L->mlp_norm, D, w->eps);
-        {
-            float *const y[2] = {s->gate, s->up};
-            const qtts_mat *const W[2] = {&L->gate, &L->up};
-            qtts_matmul_multi(2, y, s->h, n, W);
-        }
-        qtts_swiglu(s->gate, s->gate, s->up, (size_t)n * I);
+        qtts_matmul_swiglu(s->gate, s->up, s->h, n, &L->gate, &L->up);
         qtts_matmul(s->h, s->gate, n, &L->down, NULL);
         qtts_add_inplace(x, s->h, (size_t)n * D);
     }

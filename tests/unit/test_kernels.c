@@ -605,6 +605,51 @@ static void test_packed_layout(void) {
     tmat_free(&w);
 }
 
+/* qtts_matmul_swiglu: the bits of qtts_matmul_multi + qtts_swiglu for
+ * every format, any n and thread count. */
+static void test_matmul_swiglu(void) {
+    const int R = 301, C = 1024;
+    tmat g = tmat_new(R, C), u = tmat_new(R, C);
+    tquant g8 = tquant_new(&g, QTTS_DT_Q8_0), u8 = tquant_new(&u, QTTS_DT_Q8_0);
+    tquant g4 = tquant_new(&g, QTTS_DT_Q4_0), u4 = tquant_new(&u, QTTS_DT_Q4_0);
+    const qtts_mat pairs[4][2] = {{{g.f, QTTS_DT_F32, R, C, false}, {u.f, QTTS_DT_F32, R, C, false}},
+                                  {{g.h, QTTS_DT_BF16, R, C, false}, {u.h, QTTS_DT_BF16, R, C, false}},
+                                  {g8.m, u8.m},
+                                  {g4.m, u4.m}};
+    const int N = 9;
+    float *x = qtts_malloc(sizeof(float) * N * C), *ya = qtts_malloc(sizeof(float) * N * R);
+    float *ua = qtts_malloc(sizeof(float) * N * R), *yb = qtts_malloc(sizeof(float) * N * R);
+    float *ub = qtts_malloc(sizeof(float) * N * R);
+    fill(x, (size_t)N * C, 1.0f);
+    const int threads[] = {1, 2};
+    for (size_t k = 0; k < QTTS_ARRAY_LEN(threads); k++) {
+        qtts_threads_init(threads[k]);
+        for (int m = 0; m < 4; m++)
+            for (int n = 1; n <= N; n += 4) {
+                float *const y2[2] = {ya, ua};
+                const qtts_mat *const W[2] = {&pairs[m][0], &pairs[m][1]};
+                qtts_matmul_multi(2, y2, x, n, W);
+                qtts_swiglu(ya, ya, ua, (size_t)n * R);
+                qtts_matmul_swiglu(yb, ub, x, n, &pairs[m][0], &pairs[m][1]);
+                size_t at;
+                CHECK(bits_equal(yb, ya, (size_t)n * R, &at), "%s n=%d threads=%d: element %zu",
+                      qtts_dtype_name(pairs[m][0].dtype), n, threads[k], at);
+            }
+    }
+    qtts_threads_init(1);
+    tmat_free(&g);
+    tmat_free(&u);
+    tquant_free(&g8);
+    tquant_free(&u8);
+    tquant_free(&g4);
+    tquant_free(&u4);
+    qtts_free(x);
+    qtts_free(ya);
+    qtts_free(ua);
+    qtts_free(yb);
+    qtts_free(ub);
+}
+
 /* Attention's two loops: every path bit for bit equal to the plain loops
  * of the reference table, for head sizes with and without a partial
  * 8-group, row strides wider than a head and position counts around the
@@ -732,6 +777,7 @@ int main(void) {
     TEST_RUN(test_quantize_act);
     TEST_RUN(test_packed_layout);
     TEST_RUN(test_attention);
+    TEST_RUN(test_matmul_swiglu);
     TEST_RUN(test_quant_paths);
     TEST_RUN(test_row_determinism);
     TEST_RUN(test_large_batch);
