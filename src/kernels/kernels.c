@@ -8,10 +8,12 @@
  *
  * A matmul is cut into tasks of whole output rows (all n rows of x for
  * each), claimed by the pool's threads in any order; qtts_matmul_multi puts
- * the tasks of its matrices in one split. Because every row is
- * computed by the same code whatever its task, the result does not depend
- * on the number of threads or on the split. For quantized weights the rows
- * of x are quantized once, on the calling thread, before the split.
+ * the tasks of its matrices in one split, and qtts_matmul_swiglu gives each
+ * task the same rows of both of its matrices and their SwiGLU. Because
+ * every row is computed by the same code whatever its task, the result does
+ * not depend on the number of threads or on the split. For quantized
+ * weights the rows of x are quantized and packed once, on the calling
+ * thread, before the split.
  */
 #include <math.h>
 #include <pthread.h>

@@ -1,8 +1,9 @@
 /*
  * kernels.h - CPU math used by every model stage. Plain C ABI, no model
  * knowledge. All activations are fp32; weights are read in their stored
- * format straight from the mmap (BF16 upcast exactly on use, F32 as is) or
- * from an owned quantized copy (Q8_0/Q4_0, quant.h).
+ * format straight from the mmap (BF16 upcast exactly on use, F32 as is);
+ * quantized ones (Q8_0/Q4_0, quant.h) in the CPU's packed rows, mapped
+ * from a quantized model file or an owned copy made at load.
  *
  * Determinism rule: a row of a matmul is computed by exactly the same code
  * (same accumulation order) whether it is alone or one of many rows, and

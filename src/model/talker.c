@@ -156,9 +156,10 @@ static bool own(qtts_talker_weights *w, void *p) {
 }
 
 /* Bind matrix `name` [rows, cols]. A matrix of a quantizable component
- * (qtts_talker_quant_part) may be stored Q8_0/Q4_0 (used in place if it is
- * the format asked for, or none was) or is quantized here when a format
- * was asked for; its mapped bf16 pages are then dropped. */
+ * (qtts_talker_quant_part) may be stored Q8_0/Q4_0 if it is the format
+ * asked for, or none was (packed rows are used in place, plain ones
+ * repacked), or is quantized here when a format was asked for; mapped
+ * pages that were copied are then dropped. */
 static bool bind_mat(const binder *b, const char *name, int rows, int cols, qtts_mat *out,
                      qtts_err *err) {
     int64_t shape[2] = {rows, cols};

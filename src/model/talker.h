@@ -32,7 +32,8 @@
  * predictor (its layers, the 15 lm_heads and small_to_mtp_projection) may
  * be Q8_0 or Q4_0, per component: quantized at load from BF16/F32
  * (qtts_talker_load_quant; the bf16 pages are then released from the
- * process), or stored so in a quantized model file (used in place).
+ * process), or stored so in a quantized model file (used in place when
+ * its rows are packed, format version 2; repacked at load otherwise).
  * Embeddings, norms, biases and the text projection stay at full
  * precision. qtts_talker_quant_part names the matrices of each component,
  * for the loader and the offline writer alike. qtts_talker_state is one request's mutable timeline:
@@ -140,7 +141,8 @@ qtts_status qtts_talker_load(const qtts_config *cfg, const qtts_st_set *st,
 /* qtts_talker_load, then each component's matrices in q's format (q may be
  * NULL: as stored): BF16/F32 matrices are quantized (qtts_mat_quantize)
  * and their mapped pages released; matrices already stored in that
- * format are used in place. QTTS_ERR_UNSUPPORTED when a matrix is stored
+ * format are used in place (packed rows) or repacked (plain blocks, an
+ * older file). QTTS_ERR_UNSUPPORTED when a matrix is stored
  * quantized in another format than the one asked for. */
 qtts_status qtts_talker_load_quant(const qtts_config *cfg, const qtts_st_set *st,
                                    const qtts_talker_quant *q, qtts_talker_weights **out,
