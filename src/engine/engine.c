@@ -871,7 +871,11 @@ static void list_set(const qtts_st_set *set, const char *label,
     size_t n = qtts_st_set_count(set);
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; i++) bytes += qtts_st_set_at(set, i)->nbytes;
-    emitf(line, user, "%s: %zu tensors, %.1f MB", label, n, bytes / 1e6);
+    const char *qv = qtts_st_set_metadata(set, QTTS_ST_QUANT_KEY);
+    emitf(line, user, "%s: %zu tensors, %.1f MB%s%s%s", label, n, bytes / 1e6,
+          qv ? " (quantized model file, format version " : "", qv ? qv : "",
+          !qv ? "" : !strcmp(qv, QTTS_ST_QUANT_VERSION) ? ": packed rows, used in place)"
+                                                      : ": plain blocks, repacked at load)");
     for (size_t i = 0; i < n; i++) {
         const qtts_tensor *t = qtts_st_set_at(set, i);
         char shape[160] = "";

@@ -303,6 +303,23 @@ static bool same_capture(const capture *a, const capture *b) {
 
 /* ==== round trip =========================================================== */
 
+/* qtts_inspect's line callback: remembers whether any line held `want`. */
+typedef struct {
+    const char *want;
+    bool seen;
+} line_find;
+
+static void find_line(void *user, const char *line) {
+    line_find *f = user;
+    if (strstr(line, f->want)) f->seen = true;
+}
+
+static bool inspect_says(const char *dir, const char *want) {
+    line_find f = {want, false};
+    qtts_err err = {0};
+    return qtts_inspect(dir, find_line, &f, &err) == QTTS_OK && f.seen;
+}
+
 /* dst: the quantized directory src with its model file rewritten in
  * format version 1 (plain blocks), as older builds wrote it; the other
  * files are symlinked. */
@@ -404,6 +421,8 @@ static void test_round_trip(void) {
         snprintf(v1, sizeof v1, "%s-v1", out);
         qtts_engine *old = NULL;
         REQUIRE(write_v1(out, v1), "write %s", v1);
+        CHECK(inspect_says(out, "format version 2: packed rows") &&
+                  inspect_says(v1, "format version 1: plain blocks"), "inspect names the format");
         REQUIRE(!open_engine(v1, NULL, NULL, &old, &err), "open %s: %s", v1, err.msg);
         synth(old, text, "vivian", "english", 40, &cv);
         CHECK(same_capture(&ca, &cv), "%s: a version 1 file differs (%d/%d frames)", cases[i].dir,
