@@ -15,11 +15,12 @@
  *         nibble of qs[j], element j+16 the high nibble;
  *         w[i] = d * (nibble - 8), i.e. codes -8..7.
  *
- * In a safetensors file (written by the future `quantize` subcommand) a
- * quantized tensor has dtype "Q8_0" or "Q4_0", its logical shape
- * [rows, cols], and exactly rows * cols/32 * block-size bytes. Embeddings,
+ * In a safetensors file (written by `qwen3-tts quantize`) a quantized
+ * tensor has dtype "Q8_0" or "Q4_0", its logical shape [rows, cols], and
+ * its rows in the packed layout below (format version 2; version 1 files
+ * hold these plain blocks, rows * cols/32 * block-size bytes). Embeddings,
  * norms, biases and codebooks are never quantized. docs/QUANT.md has the
- * measured error of each format.
+ * file format and the measured error of each format.
  *
  * The part above the "CPU reference" banner is plain C with fixed-width
  * types only, so GPU backends include this header instead of restating the
@@ -56,9 +57,9 @@ static_assert(offsetof(qtts_block_q8_0, qs) == 2 && offsetof(qtts_block_q4_0, qs
 
 /* ==== The CPU's packed rows ============================================
  *
- * Files hold the row-major blocks above. In memory the CPU kernels read a
- * quantized matrix in a packed form of the same blocks (qtts_mat.packed,
- * kernels.h), laid out so that one 64-byte load holds the same 4-byte
+ * The CPU kernels read a quantized matrix in a packed form of the blocks
+ * above (qtts_mat.packed, kernels.h; quantized model files store it too),
+ * laid out so that one 64-byte load holds the same 4-byte
  * code group of 16 consecutive blocks: with one 32-bit lane per block,
  * an int8 dot instruction (VPDPBUSD, SDOT) sums a whole block's integer
  * dot in one lane, and the per-block fp32 work (scale, convert, add) is
