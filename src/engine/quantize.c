@@ -17,7 +17,7 @@
  * others, each group in name order. A quantized row is stored in the CPU's
  * packed layout (quant.h; format version 2), so the engine maps it and
  * computes with it in place; its byte count is a multiple of 32, so every
- * quantized tensor starts 64-byte aligned.
+ * quantized tensor starts 32-byte aligned (the loader asks for 2).
  *
  * The weights are written to model.safetensors.part, synced and renamed,
  * one tensor in memory at a time (its source pages are released after

@@ -159,24 +159,13 @@ const qtts_isa qtts_isa_ref = {
 void qtts_mat_row(float *out, const qtts_mat *W, int row) {
     QTTS_ASSERT(row >= 0 && row < W->rows);
     const void *src = (const uint8_t *)W->data + (size_t)row * qtts_mat_stride(W);
-    if (W->packed) {
+    if (W->packed) {   /* block by block through the plain layout */
         const bool q4 = W->dtype == QTTS_DT_Q4_0;
-        const int ng = qtts_packed_groups(W->cols), K = qtts_packed_vectors(q4);
-        const uint8_t *w = src, *scales = w + (size_t)ng * K * 64;
+        uint8_t blk[sizeof(qtts_block_q8_0)];
         for (int b = 0; b < W->cols / QTTS_QK; b++) {
-            const float d = qtts_block_scale(scales + 2 * b);
-            const uint8_t *cw = w + (size_t)(b / 16) * K * 64 + 4 * (b % 16);
-            for (int k = 0; k < K; k++)
-                for (int jj = 0; jj < 4; jj++) {
-                    const uint8_t c = cw[64 * k + jj];
-                    float *o = out + b * QTTS_QK + 4 * k + jj;
-                    if (q4) {
-                        o[0] = d * (float)((c & 15) - 8);
-                        o[16] = d * (float)((c >> 4) - 8);
-                    } else {
-                        o[0] = d * (float)((int)c - 128);
-                    }
-                }
+            qtts_unpack_block(src, W->cols, q4, b, blk);
+            if (q4) qtts_dequantize_row_q4_0(blk, out + b * QTTS_QK, QTTS_QK);
+            else qtts_dequantize_row_q8_0(blk, out + b * QTTS_QK, QTTS_QK);
         }
         return;
     }

@@ -145,24 +145,24 @@ void qtts_pack_row(const void *plain, void *packed, int cols, int q4) {
     }
 }
 
-void qtts_unpack_row(const void *packed, void *plain, int cols, int q4) {
-    const int nb = cols / QTTS_QK, ng = qtts_packed_groups(cols), K = qtts_packed_vectors(q4);
-    const size_t bb = q4 ? sizeof(qtts_block_q4_0) : sizeof(qtts_block_q8_0);
+void qtts_unpack_block(const void *packed, int cols, int q4, int b, void *blk) {
+    const int ng = qtts_packed_groups(cols), K = qtts_packed_vectors(q4);
     const uint32_t flip = q4 ? 0u : 0x80808080u;
     const uint8_t *codes = packed;
-    const uint8_t *scales = codes + (size_t)ng * K * 64;
-    for (int b = 0; b < nb; b++) {
-        uint8_t *blk = (uint8_t *)plain + (size_t)b * bb;
-        const uint8_t *lane =
-            codes + 64 * (size_t)K * (b / QTTS_PACK_BLOCKS) + 4 * (b % QTTS_PACK_BLOCKS);
-        memcpy(blk, scales + 2 * (size_t)b, 2);
-        for (int k = 0; k < K; k++) {
-            uint32_t w;
-            memcpy(&w, lane + 64 * k, 4);
-            w ^= flip;
-            memcpy(blk + 2 + 4 * k, &w, 4);
-        }
+    const uint8_t *lane = codes + 64 * (size_t)K * (b / QTTS_PACK_BLOCKS) + 4 * (b % QTTS_PACK_BLOCKS);
+    memcpy(blk, codes + (size_t)ng * K * 64 + 2 * (size_t)b, 2);
+    for (int k = 0; k < K; k++) {
+        uint32_t w;
+        memcpy(&w, lane + 64 * k, 4);
+        w ^= flip;
+        memcpy((uint8_t *)blk + 2 + 4 * k, &w, 4);
     }
+}
+
+void qtts_unpack_row(const void *packed, void *plain, int cols, int q4) {
+    const size_t bb = q4 ? sizeof(qtts_block_q4_0) : sizeof(qtts_block_q8_0);
+    for (int b = 0; b < cols / QTTS_QK; b++)
+        qtts_unpack_block(packed, cols, q4, b, (uint8_t *)plain + (size_t)b * bb);
 }
 
 /* ==== whole matrices ===================================================== */
@@ -215,7 +215,13 @@ static void pack_task(void *ctx, int task) {
     qtts_free(plain);
 }
 
-static qtts_status pack_into(const qtts_mat *src, qtts_dtype q, qtts_mat *dst, qtts_err *err) {
+/* *dst = src in format q, packed; what names the operation in messages. */
+static qtts_status pack_into(const qtts_mat *src, qtts_dtype q, qtts_mat *dst, const char *what,
+                             qtts_err *err) {
+    if (src->rows <= 0 || src->cols <= 0 || src->cols % QTTS_QK)
+        return qtts_fail(err, QTTS_ERR_INVALID,
+                         "%s: [%d, %d] matrix: columns must be a positive multiple of %d", what,
+                         src->rows, src->cols, QTTS_QK);
     uint64_t bytes;
     if (!qtts_mul_ok((uint64_t)src->rows, qtts_packed_row_bytes(q == QTTS_DT_Q4_0, src->cols),
                      &bytes) ||
@@ -239,22 +245,14 @@ qtts_status qtts_mat_quantize(const qtts_mat *src, qtts_dtype q, qtts_mat *dst, 
         return qtts_fail(err, QTTS_ERR_INVALID, "quantize: target dtype must be Q8_0 or Q4_0");
     if (src->dtype != QTTS_DT_F32 && src->dtype != QTTS_DT_BF16)
         return qtts_fail(err, QTTS_ERR_INVALID, "quantize: source must be F32 or BF16");
-    if (src->rows <= 0 || src->cols <= 0 || src->cols % QTTS_QK)
-        return qtts_fail(err, QTTS_ERR_INVALID,
-                         "quantize: [%d, %d] matrix: columns must be a positive multiple of %d",
-                         src->rows, src->cols, QTTS_QK);
-    return pack_into(src, q, dst, err);
+    return pack_into(src, q, dst, "quantize", err);
 }
 
 qtts_status qtts_mat_pack(const qtts_mat *src, qtts_mat *dst, qtts_err *err) {
     memset(dst, 0, sizeof *dst);
     if ((src->dtype != QTTS_DT_Q8_0 && src->dtype != QTTS_DT_Q4_0) || src->packed)
         return qtts_fail(err, QTTS_ERR_INVALID, "pack: source must be a plain Q8_0/Q4_0 matrix");
-    if (src->rows <= 0 || src->cols <= 0 || src->cols % QTTS_QK)
-        return qtts_fail(err, QTTS_ERR_INVALID,
-                         "pack: [%d, %d] matrix: columns must be a positive multiple of %d",
-                         src->rows, src->cols, QTTS_QK);
-    return pack_into(src, src->dtype, dst, err);
+    return pack_into(src, src->dtype, dst, "pack", err);
 }
 
 void qtts_mat_unpack_row(const qtts_mat *m, int row, void *plain) {

@@ -112,5 +112,7 @@ void qtts_dequantize_row_q4_0(const void *src, float *y, int cols);
  * packed one (q4: Q4_0, else Q8_0), and back. */
 void qtts_pack_row(const void *plain, void *packed, int cols, int q4);
 void qtts_unpack_row(const void *packed, void *plain, int cols, int q4);
+/* Block b of a packed row of cols elements, as a plain block at blk. */
+void qtts_unpack_block(const void *packed, int cols, int q4, int b, void *blk);
 
 #endif
