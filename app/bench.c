@@ -26,7 +26,8 @@
  * machine needs at the least:
  *
  *   weights  the stage's weight bytes per frame read by a streaming probe
- *            (64-bit loads on every thread) right before the run, over the
+ *            (qtts_stream_read on every thread: 16-byte loads with the
+ *            kernels' burst prefetch) right before the run, over the
  *            very same memory: the talker's matrices once, the code
  *            predictor's layers 15 times and each head once, as a frame
  *            reads them (so the probe sees the same caches the stage does);
@@ -133,18 +134,7 @@ static void spans_add_layers(span_list *l, const qtts_stack_weights *s) {
 
 static void bw_task(void *ctx, int t) {
     const bw_job *j = ctx;
-    const unsigned char *p = j->s[t].p;
-    const size_t n = j->s[t].n / 32 * 32;
-    uint64_t a = 0, b = 0, c = 0, d = 0;
-    for (size_t i = 0; i < n; i += 32) {
-        uint64_t w[4];
-        memcpy(w, p + i, 32);
-        a += w[0];
-        b += w[1];
-        c += w[2];
-        d += w[3];
-    }
-    j->sums[t] = a ^ b ^ c ^ d;
+    j->sums[t] = qtts_stream_read(j->s[t].p, j->s[t].n);
 }
 
 /* Seconds to stream every span of l once, on the process-wide pool. */

@@ -3,8 +3,8 @@
  * GB/s of weight bytes read, next to a memory-bandwidth probe run in the
  * same process (`make bench-kernels`, BENCH_ARGS="..." to pass options).
  *
- *   probe    streaming read (four interleaved streams, 16-byte loads) of
- *            the very bytes a case then reads, run just before each run of
+ *   probe    streaming read (qtts_stream_read: 16-byte loads, burst
+ *            prefetch as the quantized kernels do) of the very bytes a case then reads, run just before each run of
  *            it: the memory-read floor, measured under the same load.
  *   shapes   one x row (decode) against the 0.6B talker / code-predictor
  *            matrices: q [2048,1024], k/v [1024,1024], o [1024,2048],
@@ -69,20 +69,11 @@ typedef struct {
     uint64_t sums[256];
 } probe_job;
 
-/* Four interleaved streams (the four quarters of the task's range, like
- * the four weight rows a decode kernel reads at once), every byte loaded
- * 16 at a time: cheap enough per byte that memory, not the CPU, limits it. */
-typedef uint64_t v2u64 __attribute__((vector_size(16)));
+/* Each task streams its range with qtts_stream_read (the library's
+ * fastest plain read: 16-byte loads, 4 KB blocks prefetched whole ahead). */
 static void probe_task(void *ctx, int t) {
     probe_job *j = ctx;
-    const size_t q = j->words_per_task / 4;
-    const v2u64 *p[4];
-    for (int k = 0; k < 4; k++) p[k] = (const v2u64 *)(j->buf + (size_t)t * j->words_per_task + k * q);
-    v2u64 a[4] = {{0}};
-    for (size_t i = 0; i < q / 2; i += 2)
-        for (int k = 0; k < 4; k++) a[k] += p[k][i] + p[k][i + 1];
-    v2u64 s4 = a[0] + a[1] + a[2] + a[3];
-    j->sums[t] = s4[0] + s4[1];
+    j->sums[t] = qtts_stream_read(j->buf + (size_t)t * j->words_per_task, j->words_per_task * 8);
 }
 
 /* Seconds to read `bytes` (rounded down to 256 tasks) with the current pool. */

@@ -35,11 +35,13 @@ INLINE float fold16(__m512 v) {
     return _mm_cvtss_f32(v1);
 }
 
-/* The tiles of the first x rows (t == 0: each W row's one read from
+/* The float tiles of the first x rows (t == 0: each W row's one read from
  * memory; later x rows find it in cache) prefetch the next tile's rows
  * (which follow in memory) at the column they read: a tile's rows are
  * 0.5-4 KB streams, too short for the hardware prefetchers. Batched tiles
- * need it as much as decode ones. A prefetch never faults past the matrix. */
+ * need it as much as decode ones. A prefetch never faults past the matrix.
+ * The quantized tiles prefetch a whole tile at once (qtts_prefetch_tile,
+ * kernels_impl.h). */
 INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
 
 /* ==== F32 / BF16 ========================================================= */
@@ -133,9 +135,6 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
     const int C = j->W->cols, R = j->W->rows, ng = qtts_packed_groups(C);
     const int K = qtts_packed_vectors(q4);
     const size_t rb = qtts_mat_stride(j->W), code_bytes = (size_t)ng * K * 64;
-    /* Prefetch distance: four tiles ahead; a group is 4.5 (Q4_0) or 8.5
-     * (Q8_0) lines of each row, and every line is prefetched. */
-    const size_t ahead = (size_t)4 * RW * rb;
     const uint8_t *w[4];
     const int8_t *xq[4];
     const float *xd[4];
@@ -152,6 +151,7 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
         for (int r = 0; r < RW; r++) acc[p][r] = _mm512_setzero_ps();
     }
     const __m512i low4 = _mm512_set1_epi8(15);
+    if (t == 0) qtts_prefetch_tile(w[0], (size_t)RW * rb);
     for (int g = 0; g < ng; g++) {
         __m512i a[4][4];
 #pragma GCC unroll 4
@@ -160,14 +160,6 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
 #pragma GCC unroll 4
             for (int r = 0; r < RW; r++) a[p][r] = x0;
         }
-        if (t == 0)
-#pragma GCC unroll 4
-            for (int r = 0; r < RW; r++) {
-                const uint8_t *cw = w[r] + (size_t)g * K * 64;
-#pragma GCC unroll 8
-                for (int k = 0; k < K; k++) prefetch(cw + 64 * k + ahead);
-                if (!(g & 1)) prefetch(w[r] + code_bytes + (size_t)g * 32 + ahead);
-            }
 #pragma GCC unroll 8
         for (int k = 0; k < K; k++) {
             __m512i xk[4], xh[4];
