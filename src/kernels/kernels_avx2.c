@@ -88,7 +88,7 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
     const size_t next = (size_t)RW * C * es;   /* the next tile's rows follow these */
     int i = 0;
     for (; i + 16 <= C; i += 16) {
-        if (t == 0)
+        if (t == 0 && (size_t)i * es % 64 == 0)   /* one prefetch per line */
 #pragma GCC unroll 4
             for (int r = 0; r < RW; r++) prefetch((const uint8_t *)w[r] + i * es + next);
 #pragma GCC unroll 2
@@ -198,7 +198,7 @@ INLINE void tile_bf16_split(const qtts_mm_job *j, int r0, const float *xs, const
         const __m256 xe = _mm256_loadu_ps(xs + i), xo = _mm256_loadu_ps(xs + i + 8);
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) {
-            prefetch(w[r] + i + (size_t)RW * C);
+            if (!(i & 31)) prefetch(w[r] + i + (size_t)RW * C);   /* one per line */
             const __m256i v = _mm256_loadu_si256((const __m256i *)(w[r] + i));
             ev[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), xe, ev[r]);
             od[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, hi)), xo, od[r]);

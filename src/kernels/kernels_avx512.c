@@ -77,7 +77,8 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
         for (int p = 0; p < RX; p++) xv[p] = _mm512_maskz_loadu_ps(m, x[p] + i);
 #pragma GCC unroll 8
         for (int r = 0; r < RW; r++) {
-            if (t == 0) prefetch((const uint8_t *)w[r] + (size_t)i * es + (size_t)RW * C * es);
+            if (t == 0 && (size_t)i * es % 64 == 0)   /* one prefetch per line */
+                prefetch((const uint8_t *)w[r] + (size_t)i * es + (size_t)RW * C * es);
             const __m512 wv = load16(w[r], i, m, bf16);
 #pragma GCC unroll 4
             for (int p = 0; p < RX; p++) acc[p][r] = _mm512_fmadd_ps(wv, xv[p], acc[p][r]);
