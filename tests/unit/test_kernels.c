@@ -771,6 +771,31 @@ static void test_error_report(void) {
     qtts_free(yq);
 }
 
+/* qtts_stream_read is the benchmarks' bandwidth probe: a probe that
+ * skipped bytes would report a bandwidth the kernels could never reach.
+ * Changing any one byte (block body, block edge, tail) must change the
+ * checksum, for lengths around its 2 KB blocks, and it must not depend on
+ * anything but the bytes (the same value twice). */
+static void test_stream_read(void) {
+    const size_t lens[] = {0, 1, 63, 2047, 2048, 2049, 6144 + 17};
+    unsigned char *buf = malloc(8192);
+    CHECK(buf != NULL, "out of memory");
+    if (!buf) return;
+    for (size_t i = 0; i < 8192; i++) buf[i] = (unsigned char)(i * 131 + 7);
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const size_t n = lens[li];
+        const uint64_t base = qtts_stream_read(buf, n);
+        CHECK(base == qtts_stream_read(buf, n), "n=%zu: two reads differ", n);
+        for (size_t pos = 0; pos < n; pos += (pos < 80 || n - pos < 80) ? 1 : 61) {
+            buf[pos] ^= 0x10;
+            const uint64_t v = qtts_stream_read(buf, n);
+            buf[pos] ^= 0x10;
+            CHECK(v != base, "n=%zu: byte %zu does not reach the checksum", n, pos);
+        }
+    }
+    free(buf);
+}
+
 int main(void) {
     list_isas();
     TEST_RUN(test_float_paths);
@@ -786,5 +811,6 @@ int main(void) {
     TEST_RUN(test_mat_quantize);
     TEST_RUN(test_loader_rejects_quant_dtypes);
     TEST_RUN(test_error_report);
+    TEST_RUN(test_stream_read);
     TEST_END();
 }
