@@ -4,8 +4,9 @@
  * same process (`make bench-kernels`, BENCH_ARGS="..." to pass options).
  *
  *   probe    streaming read (qtts_stream_read: 16-byte loads, burst
- *            prefetch as the quantized kernels do) of the very bytes a case then reads, run just before each run of
- *            it: the memory-read floor, measured under the same load.
+ *            prefetch as the quantized kernels do) of the very bytes a
+ *            case then reads, run just before each run of it: the
+ *            memory-read floor, measured under the same load.
  *   shapes   one x row (decode) against the 0.6B talker / code-predictor
  *            matrices: q [2048,1024], k/v [1024,1024], o [1024,2048],
  *            gate/up [3072,1024], down [1024,3072], codec head [3072,1024].
@@ -70,7 +71,7 @@ typedef struct {
 } probe_job;
 
 /* Each task streams its range with qtts_stream_read (the library's
- * fastest plain read: 16-byte loads, 4 KB blocks prefetched whole ahead). */
+ * fastest plain read: 16-byte loads, 2 KB blocks prefetched whole ahead). */
 static void probe_task(void *ctx, int t) {
     probe_job *j = ctx;
     j->sums[t] = qtts_stream_read(j->buf + (size_t)t * j->words_per_task, j->words_per_task * 8);
