@@ -267,6 +267,29 @@ EMU __m512 emu_mm512_castps128_ps512(__m128 a) {
     return r.ps;
 }
 
+/* 128-bit lanes 0, 1 from a, 2, 3 from b, each picked by two bits of imm */
+EMU __m512 emu_mm512_shuffle_f32x4(__m512 a_, __m512 b_, int imm) {
+    emu512 a = {.ps = a_}, b = {.ps = b_}, r;
+    for (int l = 0; l < 4; l++) {
+        const emu512 *src = l < 2 ? &a : &b;
+        memcpy(r.f + 4 * l, src->f + 4 * ((imm >> (2 * l)) & 3), 16);
+    }
+    return r.ps;
+}
+/* within each 128-bit lane: r[j] = a[(imm >> 2j) & 3] */
+EMU __m512 emu_mm512_permute_ps(__m512 a_, int imm) {
+    emu512 a = {.ps = a_}, r;
+    for (int l = 0; l < 4; l++)
+        for (int j = 0; j < 4; j++) r.f[4 * l + j] = a.f[4 * l + ((imm >> (2 * j)) & 3)];
+    return r.ps;
+}
+EMU __m128 emu_mm512_castps512_ps128(__m512 a_) {
+    emu512 a = {.ps = a_};
+    __m128 r;
+    memcpy(&r, a.f, sizeof r);
+    return r;
+}
+
 /* Zero-masked byte load: only the bytes selected by k are read. */
 EMU __m512i emu_mm512_maskz_loadu_epi8(__mmask64 k, const void *p) {
     emu512 r;
@@ -310,6 +333,12 @@ EMU __m512 emu_mm512_mask3_fmadd_ps(__m512 a_, __m512 b_, __m512 c_, __mmask16 k
     return c.ps;
 }
 
+#undef _mm512_shuffle_f32x4
+#define _mm512_shuffle_f32x4 emu_mm512_shuffle_f32x4
+#undef _mm512_permute_ps
+#define _mm512_permute_ps emu_mm512_permute_ps
+#undef _mm512_castps512_ps128
+#define _mm512_castps512_ps128 emu_mm512_castps512_ps128
 #undef _mm512_setzero_ps
 #define _mm512_setzero_ps emu_mm512_setzero_ps
 #undef _mm512_setzero_si512

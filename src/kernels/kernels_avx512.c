@@ -35,6 +35,33 @@ INLINE float fold16(__m512 v) {
     return _mm_cvtss_f32(v1);
 }
 
+/* fold16 of four accumulators at once, the same pairs added in the same
+ * tree (so the same bits): lanes l + l+8 of each, then l + l+4, then
+ * (l + l+2) and (l+1 + l+3) summed. Element r of the result is
+ * fold16(a[r]); 14 instructions instead of 4 x 8. */
+INLINE __m128 fold16x4(const __m512 a[4]) {
+    /* [a0 lo+hi | a1 lo+hi], [a2 lo+hi | a3 lo+hi] */
+    const __m512 t01 = _mm512_add_ps(_mm512_shuffle_f32x4(a[0], a[1], 0x44),
+                                     _mm512_shuffle_f32x4(a[0], a[1], 0xee));
+    const __m512 t23 = _mm512_add_ps(_mm512_shuffle_f32x4(a[2], a[3], 0x44),
+                                     _mm512_shuffle_f32x4(a[2], a[3], 0xee));
+    /* 128-bit lane r: elements l + l+4 of a[r]'s 8 */
+    const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(t01, t23, 0x88),
+                                   _mm512_shuffle_f32x4(t01, t23, 0xdd));
+    /* per lane: [e0+e2, e1+e3, ...], then element 0 = (e0+e2) + (e1+e3) */
+    const __m512 v = _mm512_add_ps(u, _mm512_permute_ps(u, 0x4e));
+    const __m512 w = _mm512_add_ps(v, _mm512_permute_ps(v, 0xb1));
+    return _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), w));
+}
+
+/* y[row][r0 .. r0+3] = the folds of acc[0..3] (+ bias[r0 .. r0+3]). */
+INLINE void store_fold4(float *y, const __m512 acc[4], const float *bias) {
+    __m128 v = fold16x4(acc);
+    if (bias) v = _mm_add_ps(v, _mm_loadu_ps(bias));
+    _mm_storeu_ps(y, v);
+}
+
 /* The float tiles of the first x rows (t == 0: each W row's one read from
  * memory; later x rows find it in cache) prefetch the next tile's rows
  * (which follow in memory) at the column they read: a tile's rows are
@@ -85,12 +112,19 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
         }
     }
 #pragma GCC unroll 4
-    for (int p = 0; p < RX; p++)
+    for (int p = 0; p < RX; p++) {
+        float *y = j->y + (size_t)(t + p) * R + r0;
+        if (RW % 4 == 0) {
+#pragma GCC unroll 2
+            for (int r = 0; r < RW; r += 4) store_fold4(y + r, &acc[p][r], j->bias ? j->bias + r0 + r : NULL);
+        } else {
 #pragma GCC unroll 8
-        for (int r = 0; r < RW; r++) {
-            float v = fold16(acc[p][r]);
-            j->y[(size_t)(t + p) * R + r0 + r] = j->bias ? v + j->bias[r0 + r] : v;
+            for (int r = 0; r < RW; r++) {
+                float v = fold16(acc[p][r]);
+                y[r] = j->bias ? v + j->bias[r0 + r] : v;
+            }
         }
+    }
 }
 
 INLINE void mm_float(const qtts_mm_job *j, int r0, int r1, const bool bf16) {
@@ -199,12 +233,18 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
         }
     }
 #pragma GCC unroll 4
-    for (int p = 0; p < RX; p++)
+    for (int p = 0; p < RX; p++) {
+        float *y = j->y + (size_t)(t + p) * R + r0;
+        if (RW == 4) {
+            store_fold4(y, acc[p], j->bias ? j->bias + r0 : NULL);
+        } else {
 #pragma GCC unroll 4
-        for (int r = 0; r < RW; r++) {
-            float v = fold16(acc[p][r]);
-            j->y[(size_t)(t + p) * R + r0 + r] = j->bias ? v + j->bias[r0 + r] : v;
+            for (int r = 0; r < RW; r++) {
+                float v = fold16(acc[p][r]);
+                y[r] = j->bias ? v + j->bias[r0 + r] : v;
+            }
         }
+    }
 }
 
 INLINE void mm_quant(const qtts_mm_job *j, int r0, int r1, const bool q4) {
