@@ -116,7 +116,8 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
         float *y = j->y + (size_t)(t + p) * R + r0;
         if (RW % 4 == 0) {
 #pragma GCC unroll 2
-            for (int r = 0; r < RW; r += 4) store_fold4(y + r, &acc[p][r], j->bias ? j->bias + r0 + r : NULL);
+            for (int r = 0; r < RW; r += 4)
+                store_fold4(y + r, &acc[p][r], j->bias ? j->bias + r0 + r : NULL);
         } else {
 #pragma GCC unroll 8
             for (int r = 0; r < RW; r++) {
