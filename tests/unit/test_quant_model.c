@@ -519,6 +519,19 @@ static void test_writer_refuses(void) {
 #define MARK "\"__metadata__\":{\"" QTTS_ST_QUANT_KEY "\":\"" QTTS_ST_QUANT_VERSION_PLAIN "\"},"
 #define MARK2 "\"__metadata__\":{\"" QTTS_ST_QUANT_KEY "\":\"" QTTS_ST_QUANT_VERSION "\"},"
 
+/* The values test_loader_rules writes, read back through qtts_mat_row:
+ * Q8_0 "a" row 1 (scale 0.5, codes i - 15) and Q4_0 "b" row 0 (scale
+ * 0.25, nibble codes minus 8), whichever layout the file stored. */
+static void check_rows(const qtts_tensor *a, const qtts_tensor *b, const char *layout) {
+    const qtts_mat ma = qtts_mat_from(a), mb = qtts_mat_from(b);
+    float row[64];
+    qtts_mat_row(row, &ma, 1);
+    CHECK(row[0] == 0.5f * -15 && row[31] == 0.5f * 16, "%s q8 row %g %g", layout, row[0], row[31]);
+    qtts_mat_row(row, &mb, 0);
+    CHECK(row[0] == 0.25f * (0 - 8) && row[16] == 0.25f * (0 - 8) && row[1] == 0.25f * (1 - 8),
+          "%s q4 row %g %g %g", layout, row[0], row[16], row[1]);
+}
+
 static void test_loader_rules(void) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/h.safetensors", tmp_root);
@@ -551,15 +564,7 @@ static void test_loader_rules(void) {
         CHECK(b && b->dtype == QTTS_DT_Q4_0 && b->numel == 64 && b->nbytes == 36, "b");
         CHECK(!strcmp(qtts_dtype_name(QTTS_DT_Q8_0), "Q8_0") &&
                   !strcmp(qtts_dtype_name(QTTS_DT_Q4_0), "Q4_0"), "names");
-        if (a && b) {
-            const qtts_mat ma = qtts_mat_from(a), mb = qtts_mat_from(b);
-            float row[64];
-            qtts_mat_row(row, &ma, 1);
-            CHECK(row[0] == 0.5f * -15 && row[31] == 0.5f * 16, "q8 row %g %g", row[0], row[31]);
-            qtts_mat_row(row, &mb, 0);
-            CHECK(row[0] == 0.25f * (0 - 8) && row[16] == 0.25f * (0 - 8) && row[1] == 0.25f * (1 - 8),
-                  "q4 row %g %g %g", row[0], row[16], row[1]);
-        }
+        if (a && b) check_rows(a, b, "plain");
         qtts_st_close(f);
     }
 
@@ -674,13 +679,8 @@ static void test_loader_rules(void) {
         CHECK(a && a->packed && a->nbytes == 2 * p8 && b && b->packed && b->nbytes == p4, "packed tensors");
         if (a && b) {
             const qtts_mat ma = qtts_mat_from(a), mb = qtts_mat_from(b);
-            float row[64];
             CHECK(ma.packed && mb.packed, "packed matrices");
-            qtts_mat_row(row, &ma, 1);
-            CHECK(row[0] == 0.5f * -15 && row[31] == 0.5f * 16, "packed q8 row %g %g", row[0], row[31]);
-            qtts_mat_row(row, &mb, 0);
-            CHECK(row[0] == 0.25f * (0 - 8) && row[16] == 0.25f * (0 - 8) && row[1] == 0.25f * (1 - 8),
-                  "packed q4 row %g %g %g", row[0], row[16], row[1]);
+            check_rows(a, b, "packed");
         }
         qtts_st_close(f);
 
