@@ -323,15 +323,16 @@ void qtts_matmul(float *y, const float *x, int n, const qtts_mat *W, const float
 
 uint64_t qtts_stream_read(const void *p, size_t n) {
     typedef uint64_t v2u64 __attribute__((vector_size(16)));
-    /* 4 KB ahead was the fastest distance for a plain read on the machine
-     * it was tuned on (2-16 KB tried); four named accumulators keep the
-     * sums in registers. */
-    enum { BLOCK = 2048, AHEAD = 2 };
+    /* Blocks prefetched with the kernels' qtts_prefetch_tile (the block
+     * QTTS_PREFETCH_TILES ahead): 2 KB blocks put that 4 KB ahead, the
+     * fastest distance for a plain read on the machine it was tuned on
+     * (2-16 KB tried). Four named accumulators keep the sums in registers. */
+    enum { BLOCK = 2048 };
     const unsigned char *b = p;
     v2u64 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
     size_t i = 0;
     for (; i + BLOCK <= n; i += BLOCK) {
-        for (size_t o = 0; o < BLOCK; o += 64) __builtin_prefetch(b + i + AHEAD * BLOCK + o, 0, 3);
+        qtts_prefetch_tile(b + i, BLOCK);
         for (size_t o = i; o < i + BLOCK; o += 64) {
             v2u64 v0, v1, v2, v3;
             memcpy(&v0, b + o, 16);

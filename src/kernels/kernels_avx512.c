@@ -55,11 +55,23 @@ INLINE __m128 fold16x4(const __m512 a[4]) {
         _mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), w));
 }
 
-/* y[row][r0 .. r0+3] = the folds of acc[0..3] (+ bias[r0 .. r0+3]). */
-INLINE void store_fold4(float *y, const __m512 acc[4], const float *bias) {
-    __m128 v = fold16x4(acc);
-    if (bias) v = _mm_add_ps(v, _mm_loadu_ps(bias));
-    _mm_storeu_ps(y, v);
+/* y[0 .. RW) = the folds of acc[0 .. RW) (+ bias[0 .. RW)): one x row of
+ * a tile. Four at a time when RW allows, else one by one. */
+INLINE void store_folds(float *y, const __m512 *acc, const int RW, const float *bias) {
+    if (RW % 4 == 0) {
+#pragma GCC unroll 2
+        for (int r = 0; r < RW; r += 4) {
+            __m128 v = fold16x4(acc + r);
+            if (bias) v = _mm_add_ps(v, _mm_loadu_ps(bias + r));
+            _mm_storeu_ps(y + r, v);
+        }
+    } else {
+#pragma GCC unroll 8
+        for (int r = 0; r < RW; r++) {
+            const float v = fold16(acc[r]);
+            y[r] = bias ? v + bias[r] : v;
+        }
+    }
 }
 
 /* The float tiles of the first x rows (t == 0: each W row's one read from
@@ -112,20 +124,8 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
         }
     }
 #pragma GCC unroll 4
-    for (int p = 0; p < RX; p++) {
-        float *y = j->y + (size_t)(t + p) * R + r0;
-        if (RW % 4 == 0) {
-#pragma GCC unroll 2
-            for (int r = 0; r < RW; r += 4)
-                store_fold4(y + r, &acc[p][r], j->bias ? j->bias + r0 + r : NULL);
-        } else {
-#pragma GCC unroll 8
-            for (int r = 0; r < RW; r++) {
-                float v = fold16(acc[p][r]);
-                y[r] = j->bias ? v + j->bias[r0 + r] : v;
-            }
-        }
-    }
+    for (int p = 0; p < RX; p++)
+        store_folds(j->y + (size_t)(t + p) * R + r0, acc[p], RW, j->bias ? j->bias + r0 : NULL);
 }
 
 INLINE void mm_float(const qtts_mm_job *j, int r0, int r1, const bool bf16) {
@@ -234,18 +234,8 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
         }
     }
 #pragma GCC unroll 4
-    for (int p = 0; p < RX; p++) {
-        float *y = j->y + (size_t)(t + p) * R + r0;
-        if (RW == 4) {
-            store_fold4(y, acc[p], j->bias ? j->bias + r0 : NULL);
-        } else {
-#pragma GCC unroll 4
-            for (int r = 0; r < RW; r++) {
-                float v = fold16(acc[p][r]);
-                y[r] = j->bias ? v + j->bias[r0 + r] : v;
-            }
-        }
-    }
+    for (int p = 0; p < RX; p++)
+        store_folds(j->y + (size_t)(t + p) * R + r0, acc[p], RW, j->bias ? j->bias + r0 : NULL);
 }
 
 INLINE void mm_quant(const qtts_mm_job *j, int r0, int r1, const bool q4) {

@@ -92,7 +92,8 @@ static inline size_t qtts_packed_act_bytes(int cols) {
  * the packed order of qtts_mm_job. */
 void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float *xd, int32_t *xs);
 
-/* Weight prefetch of the quantized x86 tiles. A tile's rows [r0, r0+RW)
+/* Weight prefetch of the quantized x86 tiles (and, on 2 KB blocks, of
+ * qtts_stream_read, the benchmarks' read probe). A tile's rows [r0, r0+RW)
  * are one contiguous span of RW * stride bytes and the tiles of a matmul
  * follow each other in memory. The tile of the first x rows (t == 0;
  * later x rows find W in cache) prefetches, as it starts, every line of
