@@ -136,17 +136,26 @@ const char *qtts_kernels_isa(void) { return qtts_isa_active()->name; }
 
 /* Below this many multiply-adds a matmul runs on the caller alone. */
 #define MIN_PARALLEL_MACS (64 * 1024)
-/* Tasks per thread: enough that a thread slowed by another tenant does not
- * hold the others up, few enough that claiming stays negligible. */
-#define TASKS_PER_THREAD 4
+/* Task sizes shrink as the split goes (guided scheduling): each task takes
+ * 1/(GUIDE_DIV * threads) of the rows still unassigned, rounded up to whole
+ * groups of the kernels' row tiles (TASK_ROWS), never fewer. The large first
+ * tasks keep claims and cold task starts few; the small last ones keep the
+ * time a thread waits for the others' last task short. Dynamic claiming
+ * still lets a thread slowed by another tenant leave its share to the
+ * others. */
+#define GUIDE_DIV 2
+#define TASK_ROWS 16
+#define MAX_TASKS 1024
 
-/* The jobs of one split: tasks of rows_per rows of a job's matrix, job m's
- * tasks numbered from first[m]. */
+/* The jobs of one split: task t does rows [r0[t], r0[t] + len[t]) of job
+ * job[t]'s matrix. */
 typedef struct {
     const qtts_mm_job *job[QTTS_MATMUL_MAX];
     qtts_mm_fn fn[QTTS_MATMUL_MAX];
-    int rows_per, first[QTTS_MATMUL_MAX + 1];
     bool swiglu;   /* two jobs, gate and up: a task does both for its rows, then SwiGLU */
+    int n_tasks;
+    uint8_t task_job[MAX_TASKS];
+    int task_r0[MAX_TASKS], task_len[MAX_TASKS];
 } mm_split;
 
 /* y0[t, r] = silu(y0[t, r]) * y1[t, r] for rows [r0, r1) of every x row:
@@ -162,14 +171,38 @@ static void swiglu_rows(const mm_split *s, int r0, int r1) {
 
 static void mm_task(void *ctx, int t) {
     const mm_split *s = ctx;
-    int m = 0;
-    while (t >= s->first[m + 1]) m++;
-    const int r0 = (t - s->first[m]) * s->rows_per;
-    const int r1 = QTTS_MIN(r0 + s->rows_per, s->job[m]->W->rows);
+    const int m = s->task_job[t], r0 = s->task_r0[t], r1 = r0 + s->task_len[t];
     s->fn[m](s->job[m], r0, r1);
     if (s->swiglu) {
         s->fn[1](s->job[1], r0, r1);
         swiglu_rows(s, r0, r1);
+    }
+}
+
+/* Cuts the tasked jobs' rows into guided tasks (see GUIDE_DIV), job by job
+ * in order; a task never spans two jobs. div = GUIDE_DIV * threads. */
+static void plan_tasks(mm_split *s, int tasked, int div) {
+    int left = 0;
+    for (int m = 0; m < tasked; m++) left += s->job[m]->W->rows;
+    int min_rows = TASK_ROWS;
+    /* a bound on the count, so the table never overflows: at most
+     * (left / min_rows) tasks of the floor size plus one per job */
+    while (left / min_rows + tasked > MAX_TASKS) min_rows *= 2;
+    s->n_tasks = 0;
+    for (int m = 0; m < tasked; m++) {
+        const int R = s->job[m]->W->rows;
+        for (int r0 = 0; r0 < R;) {
+            int len = (left + div - 1) / div;
+            len = QTTS_MAX((len + TASK_ROWS - 1) / TASK_ROWS * TASK_ROWS, min_rows);
+            len = QTTS_MIN(len, R - r0);
+            QTTS_ASSERT(s->n_tasks < MAX_TASKS);
+            s->task_job[s->n_tasks] = (uint8_t)m;
+            s->task_r0[s->n_tasks] = r0;
+            s->task_len[s->n_tasks] = len;
+            s->n_tasks++;
+            r0 += len;
+            left -= len;
+        }
     }
 }
 
@@ -179,34 +212,25 @@ static void run_split(int count, const qtts_mm_job *const *jobs, const qtts_mm_f
                       bool swiglu) {
     const int threads = qtts_threads_count();
     double macs = 0;
-    int rows = 0;
-    for (int m = 0; m < count; m++) {
-        macs += (double)jobs[m]->n * jobs[m]->W->rows * jobs[m]->W->cols;
-        rows += jobs[m]->W->rows;
-    }
-    mm_split s = {.swiglu = swiglu};
+    for (int m = 0; m < count; m++) macs += (double)jobs[m]->n * jobs[m]->W->rows * jobs[m]->W->cols;
+    mm_split s;
+    s.swiglu = swiglu;
     for (int m = 0; m < count; m++) {
         s.job[m] = jobs[m];
         s.fn[m] = fns[m];
     }
     const int tasked = swiglu ? 1 : count;   /* matrices whose rows make the tasks */
     if (threads == 1 || macs < MIN_PARALLEL_MACS) {
-        s.rows_per = jobs[0]->W->rows;
         for (int m = 0; m < tasked; m++) {
-            s.first[m + 1] = m + 1;
-            s.rows_per = QTTS_MAX(s.rows_per, jobs[m]->W->rows);
+            s.task_job[m] = (uint8_t)m;
+            s.task_r0[m] = 0;
+            s.task_len[m] = jobs[m]->W->rows;
+            mm_task(&s, m);
         }
-        for (int m = 0; m < tasked; m++) mm_task(&s, m);
         return;
     }
-    /* task sizes from the jobs' total rows, so that matrices of one call
-     * are cut alike and each thread gets a few tasks */
-    int per = (rows + threads * TASKS_PER_THREAD - 1) / (threads * TASKS_PER_THREAD);
-    per = (per + 15) / 16 * 16;   /* whole groups of the kernels' row tiles */
-    s.rows_per = per;
-    for (int m = 0; m < tasked; m++)
-        s.first[m + 1] = s.first[m] + (jobs[m]->W->rows + per - 1) / per;
-    qtts_parallel_for(s.first[tasked], mm_task, &s);
+    plan_tasks(&s, tasked, GUIDE_DIV * threads);
+    qtts_parallel_for(s.n_tasks, mm_task, &s);
 }
 
 static qtts_mm_fn mm_fn(const qtts_isa *isa, qtts_dtype dt) {

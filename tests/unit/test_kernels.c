@@ -402,6 +402,26 @@ static void test_row_determinism(void) {
         tmat_free(&w2);
         tmat_free(&w3);
     }
+    /* a matrix with more rows than the split's task table holds at the
+     * smallest task size: the plan must widen its tasks, not lose rows */
+    {
+        const int RL = 20000, CL = 32;
+        tmat wl = tmat_new(RL, CL);
+        const qtts_mat ml = {wl.f, QTTS_DT_F32, RL, CL, false};
+        float *yl1 = qtts_malloc(sizeof(float) * RL), *ylb = qtts_malloc(sizeof(float) * RL);
+        qtts_threads_init(1);
+        qtts_matmul(yl1, x, 1, &ml, NULL);
+        for (size_t k = 1; k < QTTS_ARRAY_LEN(threads); k++) {
+            qtts_threads_init(threads[k]);
+            memset(ylb, 0, sizeof(float) * RL);
+            qtts_matmul(ylb, x, 1, &ml, NULL);
+            CHECK(bits_equal(ylb, yl1, RL, &at), "%d rows, threads=%d: element %zu differs", RL,
+                  threads[k], at);
+        }
+        qtts_free(yl1);
+        qtts_free(ylb);
+        tmat_free(&wl);
+    }
     qtts_threads_shutdown();
     tquant_free(&q8);
     tquant_free(&q4);
