@@ -306,16 +306,17 @@ static void matmul_jobs(const qtts_isa *isa, int count, float *const *y, const f
 
 void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float *xd, int32_t *xs) {
     const int nb = cols / QTTS_QK, ng = qtts_packed_groups(cols);
-    memset(xq, 0, (size_t)ng * 512);
-    memset(xd, 0, sizeof(float) * ng * 16);
-    memset(xs, 0, sizeof(int32_t) * ng * 16);
+    if (nb < ng * 16) {   /* a partial last group: its missing blocks count as zeros */
+        memset(xq + (size_t)(ng - 1) * 512, 0, 512);
+        memset(xd + (size_t)(ng - 1) * 16, 0, sizeof(float) * 16);
+        memset(xs + (size_t)(ng - 1) * 16, 0, sizeof(int32_t) * 16);
+    }
     for (int b = 0; b < nb; b++) {
-        const int g = b / 16, i = b % 16;
+        const int8_t *qb = q + (size_t)b * QTTS_QK;
+        int8_t *dst = xq + (size_t)(b / 16) * 512 + 4 * (b % 16);
         int32_t sum = 0;
-        for (int k = 0; k < 8; k++) {
-            memcpy(xq + (size_t)g * 512 + 64 * k + 4 * i, q + b * QTTS_QK + 4 * k, 4);
-            for (int e = 0; e < 4; e++) sum += q[b * QTTS_QK + 4 * k + e];
-        }
+        for (int e = 0; e < QTTS_QK; e++) sum += qb[e];
+        for (int k = 0; k < 8; k++) memcpy(dst + 64 * k, qb + 4 * k, 4);
         xd[b] = d[b];
         xs[b] = sum;
     }
