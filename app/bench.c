@@ -189,6 +189,46 @@ __attribute__((target("avx2"))) static double int8_avx2(long iters) {
     for (int k = 1; k < 8; k++) s = _mm256_add_epi32(s, acc[k]);
     return (double)_mm256_extract_epi32(s, 0);
 }
+
+/* The instructions the avx512 kernels are built on: 16-lane FMAs (the
+ * codec's conv tiles, the float matmuls) and VPDPBUSD (the quantized
+ * tiles). Enough independent chains to cover the latency on two ports. */
+__attribute__((target("avx512f"))) static double fma_avx512(long iters) {
+    __m512 a[12];
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    for (int k = 0; k < 12; k++) a[k] = _mm512_set1_ps((float)k);
+    for (long i = 0; i < iters; i++)
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++) a[k] = _mm512_fmadd_ps(a[k], m, c);
+    __m512 s = a[0];
+    for (int k = 1; k < 12; k++) s = _mm512_add_ps(s, a[k]);
+    return (double)_mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx512f,avx512vnni"))) static double int8_avx512vnni(long iters) {
+    __m512i acc[12];
+    const __m512i w = _mm512_set1_epi8(5), x = _mm512_set1_epi8(3);
+    for (int k = 0; k < 12; k++) acc[k] = _mm512_set1_epi32(k);
+    for (long i = 0; i < iters; i++)
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++) acc[k] = _mm512_dpbusd_epi32(acc[k], w, x);
+    __m512i s = acc[0];
+    for (int k = 1; k < 12; k++) s = _mm512_add_epi32(s, acc[k]);
+    return (double)_mm512_reduce_add_epi32(s);
+}
+
+/* The avxvnni kernels' int8 step (their float work is the avx2 FMA's). */
+__attribute__((target("avx2,avxvnni"))) static double int8_avxvnni(long iters) {
+    __m256i acc[12];
+    const __m256i w = _mm256_set1_epi8(5), x = _mm256_set1_epi8(3);
+    for (int k = 0; k < 12; k++) acc[k] = _mm256_set1_epi32(k);
+    for (long i = 0; i < iters; i++)
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++) acc[k] = _mm256_dpbusd_avx_epi32(acc[k], w, x);
+    __m256i s = acc[0];
+    for (int k = 1; k < 12; k++) s = _mm256_add_epi32(s, acc[k]);
+    return (double)_mm256_extract_epi32(s, 0);
+}
 #endif
 
 /* Portable stand-ins: the compiler's vectorisation of the same chains. */
@@ -220,43 +260,73 @@ static double int8_scalar(long iters) {
     return s;
 }
 
+/* Which probe measures the peak: the widest instructions the active
+ * kernels use (qtts_kernels_isa), so that a stage's compute floor is one
+ * the kernels could reach; the compiler's vectorisation of the same chains
+ * where there is no hand-written probe (scalar, NEON). */
+typedef enum { PROBE_PORTABLE, PROBE_AVX2, PROBE_AVXVNNI, PROBE_AVX512 } probe_isa;
+
+static probe_isa pick_probe(void) {
+#ifdef BENCH_X86
+    const char *isa = qtts_kernels_isa();
+    if (!strcmp(isa, "avx512")) return PROBE_AVX512;
+    if (!strcmp(isa, "avxvnni")) return PROBE_AVXVNNI;
+    if (!strcmp(isa, "avx2")) return PROBE_AVX2;
+#endif
+    return PROBE_PORTABLE;
+}
+
+static const char *probe_name(probe_isa p, bool int8) {
+    switch (p) {
+    case PROBE_AVX512: return int8 ? "avx512 vpdpbusd" : "avx512 fma";
+    case PROBE_AVXVNNI: return int8 ? "avx-vnni vpdpbusd" : "avx2 fma";
+    case PROBE_AVX2: return int8 ? "avx2 vpmaddubsw" : "avx2 fma";
+    default: return "portable C";
+    }
+}
+
+/* Operations per iteration of each probe: fp32 FLOP (2 per FMA lane) or
+ * int8 OP (2 per multiply-add). */
+static double probe_ops_per_iter(probe_isa p, bool int8) {
+    switch (p) {
+    case PROBE_AVX512: return int8 ? 12.0 * 64 * 2 : 12.0 * 16 * 2;
+    case PROBE_AVXVNNI: return int8 ? 12.0 * 32 * 2 : 12.0 * 8 * 2;
+    case PROBE_AVX2: return int8 ? 8.0 * 32 * 2 : 12.0 * 8 * 2;
+    default: return int8 ? 8.0 * 8 * 4 * 2 : 12.0 * 8 * 2;
+    }
+}
+
 typedef struct {
     bool int8;
+    probe_isa isa;
     long iters;
     double sink[QTTS_MAX_THREADS];
 } peak_job;
 
-static bool have_avx2(void) {
-#ifdef BENCH_X86
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return false;
-#endif
-}
-
 static void peak_task(void *ctx, int t) {
     peak_job *j = ctx;
     double r;
+    switch (j->isa) {
 #ifdef BENCH_X86
-    if (have_avx2()) r = j->int8 ? int8_avx2(j->iters) : fma_avx2(j->iters);
-    else
+    case PROBE_AVX512: r = j->int8 ? int8_avx512vnni(j->iters) : fma_avx512(j->iters); break;
+    case PROBE_AVXVNNI: r = j->int8 ? int8_avxvnni(j->iters) : fma_avx2(j->iters); break;
+    case PROBE_AVX2: r = j->int8 ? int8_avx2(j->iters) : fma_avx2(j->iters); break;
 #endif
-        r = j->int8 ? int8_scalar(j->iters / 8) : fma_scalar(j->iters / 8);
+    default: r = j->int8 ? int8_scalar(j->iters) : fma_scalar(j->iters); break;
+    }
     j->sink[t % QTTS_MAX_THREADS] = r;
 }
 
-/* Operations per second on every thread: fp32 FLOP (2 per FMA) or int8
- * OP (2 per multiply-add). */
+/* Operations per second on every thread (see probe_ops_per_iter). */
 static double peak_probe(bool int8) {
     const int th = qtts_threads_count();
-    peak_job j = {int8, PEAK_ITERS, {0}};
+    const probe_isa isa = pick_probe();
+    /* the portable loops run about 8x slower per iteration */
+    peak_job j = {int8, isa, isa == PROBE_PORTABLE ? PEAK_ITERS / 8 : PEAK_ITERS, {0}};
     const double t0 = qtts_cli_now();
     qtts_parallel_for(th, peak_task, &j);
     const double t = qtts_cli_now() - t0;
-    const double per_iter = have_avx2() ? (int8 ? 8.0 * 32 * 2 : 12.0 * 8 * 2)
-                                        : (int8 ? 8.0 * 32 * 2 : 12.0 * 8 * 2) / 8;
-    return th * (double)j.iters * per_iter / t;
+    return th * (double)j.iters * probe_ops_per_iter(isa, int8) / t;
 }
 
 /* ==== what each stage reads and computes per frame ========================= */
@@ -657,8 +727,9 @@ int qtts_cmd_bench(int argc, char **argv) {
                backend ? backend : "cpu");
         printf("machine: %s, %d CPUs, %d threads, kernels %s\n", cpu, qtts_cpu_count(), threads, isa);
         printf("probes (medians): talker weights read at %.1f GB/s, code predictor's at %.1f GB/s; "
-               "fp32 FMA %.0f GFLOP/s, int8 dot %.0f GOP/s\n",
-               cost.talker_bytes / bw_t / 1e9, cost.cp_bytes / bw_c / 1e9, fma / 1e9, i8 / 1e9);
+               "fp32 FMA %.0f GFLOP/s (%s), int8 dot %.0f GOP/s (%s)\n",
+               cost.talker_bytes / bw_t / 1e9, cost.cp_bytes / bw_c / 1e9, fma / 1e9,
+               probe_name(pick_probe(), false), i8 / 1e9, probe_name(pick_probe(), true));
         printf("text: \"%s\" (%d words); %.0f frames per run, %d runs, medians; ", text,
                count_words(text), frames_med, runs);
         if (stream)
