@@ -212,7 +212,8 @@ static void run_split(int count, const qtts_mm_job *const *jobs, const qtts_mm_f
                       bool swiglu) {
     const int threads = qtts_threads_count();
     double macs = 0;
-    for (int m = 0; m < count; m++) macs += (double)jobs[m]->n * jobs[m]->W->rows * jobs[m]->W->cols;
+    for (int m = 0; m < count; m++)
+        macs += (double)jobs[m]->n * jobs[m]->W->rows * jobs[m]->W->cols;
     mm_split s;
     s.swiglu = swiglu;
     for (int m = 0; m < count; m++) {
