@@ -26,8 +26,8 @@
  * machine needs at the least:
  *
  *   weights  the stage's weight bytes per frame read by a streaming probe
- *            (qtts_stream_read on every thread: 16-byte loads with the
- *            kernels' burst prefetch) right before the run, over the
+ *            (qtts_stream_read on every thread: 16-byte loads with a
+ *            burst prefetch 4 KB ahead) right before the run, over the
  *            very same memory: the talker's matrices once, the code
  *            predictor's layers 15 times and each head once, as a frame
  *            reads them (so the probe sees the same caches the stage does);

@@ -4,7 +4,7 @@
  * same process (`make bench-kernels`, BENCH_ARGS="..." to pass options).
  *
  *   probe    streaming read (qtts_stream_read: 16-byte loads, burst
- *            prefetch as the quantized kernels do) of the very bytes a
+ *            prefetch 4 KB ahead, the fastest plain read) of the very bytes a
  *            case then reads, run just before each run of it: the
  *            memory-read floor, measured under the same load.
  *   shapes   one x row (decode) against the 0.6B talker / code-predictor

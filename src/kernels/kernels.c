@@ -349,16 +349,19 @@ void qtts_matmul(float *y, const float *x, int n, const qtts_mat *W, const float
 
 uint64_t qtts_stream_read(const void *p, size_t n) {
     typedef uint64_t v2u64 __attribute__((vector_size(16)));
-    /* Blocks prefetched with the kernels' qtts_prefetch_tile (the block
-     * QTTS_PREFETCH_TILES ahead): 2 KB blocks put that 4 KB ahead, the
-     * fastest distance for a plain read on the machine it was tuned on
-     * (2-16 KB tried). Four named accumulators keep the sums in registers. */
-    enum { BLOCK = 2048 };
+    /* Each 2 KB block prefetches, all at once, the block 4 KB ahead: the
+     * fastest plain read measured on the Zen 5, Intel and Zen 4 hosts
+     * (bursts 2-16 KB ahead and a prefetch per line 1-8 KB ahead tried;
+     * on a Zen 4, bursts 2-4 KB ahead 28-30 GB/s, a line at a time 22-28).
+     * A plain read may burst where the kernels cannot (kernels_impl.h): it
+     * has no arithmetic to stall. Four named accumulators keep the sums in
+     * registers. */
+    enum { BLOCK = 2048, AHEAD = 4096 };
     const unsigned char *b = p;
     v2u64 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
     size_t i = 0;
     for (; i + BLOCK <= n; i += BLOCK) {
-        qtts_prefetch_tile(b + i, BLOCK);
+        for (size_t o = 0; o < BLOCK; o += 64) __builtin_prefetch(b + i + AHEAD + o, 0, 3);
         for (size_t o = i; o < i + BLOCK; o += 64) {
             v2u64 v0, v1, v2, v3;
             memcpy(&v0, b + o, 16);

@@ -129,8 +129,8 @@ void qtts_swiglu(float *y, const float *gate, const float *up, size_t n);
 void qtts_add_inplace(float *y, const float *x, size_t n);
 
 /* Streams n bytes at p once, as fast as this code knows how to read
- * memory (16-byte loads; every 2 KB block prefetched whole, two blocks
- * ahead, as the quantized kernels prefetch their tiles), and returns a
+ * memory (16-byte loads; every 2 KB block prefetches, all at once, the
+ * block two ahead), and returns a
  * checksum so the reads cannot be optimised away. The benchmarks' memory
  * floor: a weight kernel is judged against reading its bytes this way. */
 uint64_t qtts_stream_read(const void *p, size_t n);

@@ -45,9 +45,9 @@
  * prefetchers to ramp up: the float tiles of the first x rows (t == 0;
  * later x rows find W in cache), decode and batched alike, prefetch the
  * next tile's rows (which follow in memory) at the column they are
- * reading; the quantized tiles prefetch a whole tile at once
- * (qtts_prefetch_tile, kernels_impl.h). A prefetch never faults, so
- * running past the matrix is harmless. */
+ * reading; the quantized tiles prefetch the tile 8 KB ahead, a few lines
+ * per (group half, row) (qtts_prefetch_step, kernels_impl.h). A prefetch never
+ * faults, so running past the matrix is harmless. */
 INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
 
 /* ==== F32 / BF16 ========================================================= */
@@ -300,7 +300,7 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) acc[p][r][0] = acc[p][r][1] = _mm256_setzero_ps();
     }
-    if (t == 0) qtts_prefetch_tile(w[0], (size_t)RW * rb);
+    qtts_prefetcher pf = qtts_prefetch_begin(w[0], (size_t)RW * rb, (size_t)ng * 2 * RW, t == 0);
     for (int g = 0; g < ng; g++) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
@@ -316,6 +316,7 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
                 const uint8_t *cw = w[r] + (size_t)g * K * 64 + 32 * h;
                 const uint8_t *sw = w[r] + code_bytes + (size_t)g * 32 + 16 * h;
                 __m256i a[2];
+                qtts_prefetch_step(&pf);
 #pragma GCC unroll 2
                 for (int p = 0; p < RX; p++) a[p] = x0[p];
 #pragma GCC unroll 8

@@ -92,23 +92,46 @@ static inline size_t qtts_packed_act_bytes(int cols) {
  * the packed order of qtts_mm_job. */
 void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float *xd, int32_t *xs);
 
-/* Weight prefetch of the quantized x86 tiles (and, on 2 KB blocks, of
- * qtts_stream_read, the benchmarks' read probe). A tile's rows [r0, r0+RW)
+/* Weight prefetch of the quantized x86 tiles. A tile's rows [r0, r0+RW)
  * are one contiguous span of RW * stride bytes and the tiles of a matmul
- * follow each other in memory. The tile of the first x rows (t == 0;
- * later x rows find W in cache) prefetches, as it starts, every line of
- * the tile QTTS_PREFETCH_TILES ahead, all at once. One burst keeps far
- * more lines in flight than a prefetch per group interleaved with the
- * arithmetic (which held a 4-row tile to ~9 GB/s from DRAM per thread and
- * a 1-row one to ~16, against ~28 with the burst, measured on one Zen 5
- * core); the hardware prefetchers alone ramp up too late on 0.5-4 KB
- * streams. A prefetch never faults, so running past the matrix is
- * harmless. (The float tiles keep their per-column prefetch: a burst of
- * their 16 KB bf16 tiles evicted the tile being read.) */
-#define QTTS_PREFETCH_TILES 2
-static inline void qtts_prefetch_tile(const void *tile, size_t bytes) {
-    const char *p = (const char *)tile + QTTS_PREFETCH_TILES * bytes;
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+ * follow each other in memory; the hardware prefetchers alone ramp up too
+ * late on such 0.5-4 KB streams. The tile of the first x rows (t == 0;
+ * later x rows find W in cache) prefetches the tile at least
+ * QTTS_PREFETCH_AHEAD bytes ahead (whole tiles: 2 for a 4-row Q8_0 tile
+ * of 1024 columns, 4 for Q4_0), front to back, a few lines at each step
+ * of its own arithmetic (qtts_prefetch_step in the tile's loops), so the
+ * lines are requested at the rate the tile consumes them. Issuing a whole
+ * tile at once as it starts stalled a Zen 4 core: the prefetches queue
+ * behind its outstanding-miss limit and the arithmetic waits for them
+ * (21% of the Q8_0 kernel's samples sat on the prefetch loop). Spread,
+ * one thread reads DRAM 20% faster there (Q8_0 decode; AVX2 Q8_0 2.3x,
+ * 4-row tiles 1.5x), and the same number of tiles ahead lost Q4_0 its
+ * lead time, hence a distance in bytes (6-12 KB measured alike). Lines
+ * walked row by row instead of front to back read slower. A prefetch
+ * never faults, so running past the matrix is harmless. (The float tiles
+ * keep their per-column prefetch: their bf16 tiles are 16 KB.) */
+#define QTTS_PREFETCH_AHEAD 8192
+typedef struct {
+    const char *p, *end; /* next line to prefetch; end of the tile ahead */
+    size_t step;         /* bytes per qtts_prefetch_step */
+} qtts_prefetcher;
+
+/* The prefetch of the tile at least QTTS_PREFETCH_AHEAD bytes ahead of
+ * `tile` (`bytes` long) over `steps` calls of qtts_prefetch_step,
+ * ceil(lines / steps) lines each (the last calls may find nothing left);
+ * nothing when !on. */
+static inline qtts_prefetcher qtts_prefetch_begin(const void *tile, size_t bytes, size_t steps,
+                                                  bool on) {
+    const size_t tiles = (QTTS_PREFETCH_AHEAD + bytes - 1) / bytes;
+    const char *p = (const char *)tile + tiles * bytes;
+    const size_t lines = (bytes + 63) / 64;
+    return (qtts_prefetcher){.p = p, .end = on ? p + bytes : p,
+                             .step = 64 * ((lines + steps - 1) / steps)};
+}
+
+static inline void qtts_prefetch_step(qtts_prefetcher *f) {
+    const char *stop = f->p + f->step < f->end ? f->p + f->step : f->end;
+    for (; f->p < stop; f->p += 64) __builtin_prefetch(f->p, 0, 3);
 }
 
 typedef void (*qtts_mm_fn)(const qtts_mm_job *j, int r0, int r1);
