@@ -42,13 +42,10 @@
 
 /* A matmul reads each weight row from memory once, in short streams (a
  * tile's rows are only 0.5-4 KB each), too short for the hardware
- * prefetchers to ramp up: the float tiles of the first x rows (t == 0;
- * later x rows find W in cache), decode and batched alike, prefetch the
- * next tile's rows (which follow in memory) at the column they are
- * reading; the quantized tiles prefetch the tile 8 KB ahead, a few lines
- * per (group half, row) (qtts_prefetch_step, kernels_impl.h). A prefetch never
- * faults, so running past the matrix is harmless. */
-INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
+ * prefetchers to ramp up: every tile of the first x rows (t == 0; later x
+ * rows find W in cache), float and quantized, decode and batched,
+ * prefetches the tile 8 KB ahead a few lines per column step or (group
+ * half, row) (qtts_prefetch_step, kernels_impl.h). */
 
 /* ==== F32 / BF16 ========================================================= */
 
@@ -85,12 +82,10 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) acc[p][r][0] = acc[p][r][1] = _mm256_setzero_ps();
     }
-    const size_t next = (size_t)RW * C * es;   /* the next tile's rows follow these */
+    qtts_prefetcher pf = qtts_prefetch_begin(w[0], (size_t)RW * C * es, (size_t)(C + 15) / 16, t == 0);
     int i = 0;
     for (; i + 16 <= C; i += 16) {
-        if (t == 0 && (size_t)i * es % 64 == 0)   /* one prefetch per line */
-#pragma GCC unroll 4
-            for (int r = 0; r < RW; r++) prefetch((const uint8_t *)w[r] + i * es + next);
+        qtts_prefetch_step(&pf);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++)
 #pragma GCC unroll 4
@@ -193,12 +188,13 @@ INLINE void tile_bf16_split(const qtts_mm_job *j, int r0, const float *xs, const
         w[r] = (const uint16_t *)j->W->data + (size_t)(r0 + r) * C;
         ev[r] = od[r] = _mm256_setzero_ps();
     }
+    qtts_prefetcher pf = qtts_prefetch_begin(w[0], (size_t)RW * C * 2, (size_t)(C + 15) / 16, true);
     int i = 0;
     for (; i + 16 <= C; i += 16) {
         const __m256 xe = _mm256_loadu_ps(xs + i), xo = _mm256_loadu_ps(xs + i + 8);
+        qtts_prefetch_step(&pf);
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) {
-            if (!(i & 31)) prefetch(w[r] + i + (size_t)RW * C);   /* one per line */
             const __m256i v = _mm256_loadu_si256((const __m256i *)(w[r] + i));
             ev[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), xe, ev[r]);
             od[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, hi)), xo, od[r]);

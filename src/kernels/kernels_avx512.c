@@ -74,14 +74,10 @@ INLINE void store_folds(float *y, const __m512 *acc, const int RW, const float *
     }
 }
 
-/* The float tiles of the first x rows (t == 0: each W row's one read from
- * memory; later x rows find it in cache) prefetch the next tile's rows
- * (which follow in memory) at the column they read: a tile's rows are
- * 0.5-4 KB streams, too short for the hardware prefetchers. Batched tiles
- * need it as much as decode ones. A prefetch never faults past the matrix.
- * The quantized tiles prefetch the tile 8 KB ahead, a few lines per code
- * vector (qtts_prefetch_step, kernels_impl.h). */
-INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
+/* Every tile of the first x rows (t == 0: each W row's one read from
+ * memory; later x rows find it in cache), decode and batched, float and
+ * quantized, prefetches the tile 8 KB ahead a few lines per column step
+ * or code vector (qtts_prefetch_step, kernels_impl.h). */
 
 /* ==== F32 / BF16 ========================================================= */
 
@@ -109,15 +105,15 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
 #pragma GCC unroll 8
         for (int r = 0; r < RW; r++) acc[p][r] = _mm512_setzero_ps();
     }
+    qtts_prefetcher pf = qtts_prefetch_begin(w[0], (size_t)RW * C * es, (size_t)(C + 15) / 16, t == 0);
     for (int i = 0; i < C; i += 16) {
         const __mmask16 m = C - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - i)) - 1);
+        qtts_prefetch_step(&pf);
         __m512 xv[4];
 #pragma GCC unroll 4
         for (int p = 0; p < RX; p++) xv[p] = _mm512_maskz_loadu_ps(m, x[p] + i);
 #pragma GCC unroll 8
         for (int r = 0; r < RW; r++) {
-            if (t == 0 && (size_t)i * es % 64 == 0)   /* one prefetch per line */
-                prefetch((const uint8_t *)w[r] + (size_t)i * es + (size_t)RW * C * es);
             const __m512 wv = load16(w[r], i, m, bf16);
 #pragma GCC unroll 4
             for (int p = 0; p < RX; p++) acc[p][r] = _mm512_fmadd_ps(wv, xv[p], acc[p][r]);
