@@ -816,6 +816,45 @@ static void test_stream_read(void) {
     free(buf);
 }
 
+/* The x86 tiles' weight prefetch (qtts_prefetch_begin/step): over its
+ * `steps` calls it must reach every line of the tile ahead, in order, and
+ * start at least QTTS_PREFETCH_AHEAD bytes ahead at a tile boundary; a
+ * prefetcher that stopped short would leave lines to demand misses, with
+ * the same results and a silent loss of speed. Off, it issues nothing.
+ * The lines are recorded through the struct's own pointer, step by step. */
+static void test_prefetcher(void) {
+    const size_t sizes[] = {64, 100, 1088, 2304, 4352, 8192, 16384, 20000};
+    const size_t steps[] = {1, 2, 7, 16, 64, 1000};
+    char *tile = malloc(65536); /* holds every tile ahead and its span */
+    CHECK(tile != NULL, "out of memory");
+    if (!tile) return;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (size_t ki = 0; ki < sizeof steps / sizeof steps[0]; ki++) {
+            const size_t bytes = sizes[si], n = steps[ki];
+            qtts_prefetcher f = qtts_prefetch_begin(tile, bytes, n, true);
+            const char *start = f.p;
+            const size_t ahead = (size_t)(start - tile);
+            CHECK(ahead % bytes == 0 && ahead >= QTTS_PREFETCH_AHEAD && ahead - bytes < QTTS_PREFETCH_AHEAD,
+                  "bytes=%zu: starts %zu bytes ahead", bytes, ahead);
+            size_t next = 0; /* the next line expected, in lines from start */
+            bool in_order = true;
+            for (size_t k = 0; k < n; k++) {
+                const char *before = f.p;
+                qtts_prefetch_step(&f);
+                in_order &= before == start + 64 * next;
+                next += (size_t)(f.p - before) / 64;
+            }
+            CHECK(in_order, "bytes=%zu steps=%zu: lines out of order", bytes, n);
+            CHECK(next == (bytes + 63) / 64, "bytes=%zu steps=%zu: %zu of %zu lines prefetched", bytes,
+                  n, next, (bytes + 63) / 64);
+            qtts_prefetcher off = qtts_prefetch_begin(tile, bytes, n, false);
+            const char *p0 = off.p;
+            for (size_t k = 0; k < n; k++) qtts_prefetch_step(&off);
+            CHECK(off.p == p0, "bytes=%zu steps=%zu: prefetches while off", bytes, n);
+        }
+    free(tile);
+}
+
 int main(void) {
     list_isas();
     TEST_RUN(test_float_paths);
@@ -832,5 +871,6 @@ int main(void) {
     TEST_RUN(test_loader_rejects_quant_dtypes);
     TEST_RUN(test_error_report);
     TEST_RUN(test_stream_read);
+    TEST_RUN(test_prefetcher);
     TEST_END();
 }
