@@ -4,8 +4,8 @@
  * same process (`make bench-kernels`, BENCH_ARGS="..." to pass options).
  *
  *   probe    streaming read (qtts_stream_read: 16-byte loads, burst
- *            prefetch 4 KB ahead, the fastest plain read) of the very bytes a
- *            case then reads, run just before each run of it: the
+ *            prefetch 4 KB ahead, the fastest plain read) of the very
+ *            bytes a case then reads, run just before each run of it: the
  *            memory-read floor, measured under the same load.
  *   shapes   one x row (decode) against the 0.6B talker / code-predictor
  *            matrices: q [2048,1024], k/v [1024,1024], o [1024,2048],

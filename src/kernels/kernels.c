@@ -350,9 +350,9 @@ void qtts_matmul(float *y, const float *x, int n, const qtts_mat *W, const float
 uint64_t qtts_stream_read(const void *p, size_t n) {
     typedef uint64_t v2u64 __attribute__((vector_size(16)));
     /* Each 2 KB block prefetches, all at once, the block 4 KB ahead: the
-     * fastest plain read measured on the Zen 5, Intel and Zen 4 hosts
+     * fastest plain read measured on the EPYC (Zen 4) and Intel hosts
      * (bursts 2-16 KB ahead and a prefetch per line 1-8 KB ahead tried;
-     * on a Zen 4, bursts 2-4 KB ahead 28-30 GB/s, a line at a time 22-28).
+     * on the Zen 4, bursts 2-4 KB ahead 28-30 GB/s, a line at a time 22-28).
      * A plain read may burst where the kernels cannot (kernels_impl.h): it
      * has no arithmetic to stall. Four named accumulators keep the sums in
      * registers. */

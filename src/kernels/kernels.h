@@ -130,9 +130,9 @@ void qtts_add_inplace(float *y, const float *x, size_t n);
 
 /* Streams n bytes at p once, as fast as this code knows how to read
  * memory (16-byte loads; every 2 KB block prefetches, all at once, the
- * block two ahead), and returns a
- * checksum so the reads cannot be optimised away. The benchmarks' memory
- * floor: a weight kernel is judged against reading its bytes this way. */
+ * block two ahead), and returns a checksum so the reads cannot be
+ * optimised away. The benchmarks' memory floor: a weight kernel is judged
+ * against reading its bytes this way. */
 uint64_t qtts_stream_read(const void *p, size_t n);
 
 /* Dot product in the scalar reference's 8-lane order (kernels_ref.c); the

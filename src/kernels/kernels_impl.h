@@ -92,9 +92,9 @@ static inline size_t qtts_packed_act_bytes(int cols) {
  * the packed order of qtts_mm_job. */
 void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float *xd, int32_t *xs);
 
-/* Weight prefetch of the x86 tiles. A tile's rows [r0, r0+RW)
- * are one contiguous span of RW * stride bytes and the tiles of a matmul
- * follow each other in memory; the hardware prefetchers alone ramp up too
+/* Weight prefetch of the x86 tiles. A tile's rows [r0, r0+RW) are one
+ * contiguous span of RW * stride bytes and the tiles of a matmul follow
+ * each other in memory; the hardware prefetchers alone ramp up too
  * late on such 0.5-4 KB streams. The tile of the first x rows (t == 0;
  * later x rows find W in cache) prefetches the tile at least
  * QTTS_PREFETCH_AHEAD bytes ahead (whole tiles: 2 for a 4-row Q8_0 tile
