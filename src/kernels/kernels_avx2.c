@@ -82,7 +82,8 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) acc[p][r][0] = acc[p][r][1] = _mm256_setzero_ps();
     }
-    qtts_prefetcher pf = qtts_prefetch_begin(w[0], (size_t)RW * C * es, (size_t)(C + 15) / 16, t == 0);
+    qtts_prefetcher pf =
+        qtts_prefetch_begin(w[0], (size_t)RW * C * es, (size_t)(C + 15) / 16, t == 0);
     int i = 0;
     for (; i + 16 <= C; i += 16) {
         qtts_prefetch_step(&pf);

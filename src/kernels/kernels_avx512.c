@@ -105,7 +105,8 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
 #pragma GCC unroll 8
         for (int r = 0; r < RW; r++) acc[p][r] = _mm512_setzero_ps();
     }
-    qtts_prefetcher pf = qtts_prefetch_begin(w[0], (size_t)RW * C * es, (size_t)(C + 15) / 16, t == 0);
+    qtts_prefetcher pf =
+        qtts_prefetch_begin(w[0], (size_t)RW * C * es, (size_t)(C + 15) / 16, t == 0);
     for (int i = 0; i < C; i += 16) {
         const __mmask16 m = C - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - i)) - 1);
         qtts_prefetch_step(&pf);

@@ -834,7 +834,8 @@ static void test_prefetcher(void) {
             qtts_prefetcher f = qtts_prefetch_begin(tile, bytes, n, true);
             const char *start = f.p;
             const size_t ahead = (size_t)(start - tile);
-            CHECK(ahead % bytes == 0 && ahead >= QTTS_PREFETCH_AHEAD && ahead - bytes < QTTS_PREFETCH_AHEAD,
+            CHECK(ahead % bytes == 0 && ahead >= QTTS_PREFETCH_AHEAD &&
+                      ahead - bytes < QTTS_PREFETCH_AHEAD,
                   "bytes=%zu: starts %zu bytes ahead", bytes, ahead);
             size_t next = 0; /* the next line expected, in lines from start */
             bool in_order = true;
@@ -845,8 +846,8 @@ static void test_prefetcher(void) {
                 next += (size_t)(f.p - before) / 64;
             }
             CHECK(in_order, "bytes=%zu steps=%zu: lines out of order", bytes, n);
-            CHECK(next == (bytes + 63) / 64, "bytes=%zu steps=%zu: %zu of %zu lines prefetched", bytes,
-                  n, next, (bytes + 63) / 64);
+            CHECK(next == (bytes + 63) / 64, "bytes=%zu steps=%zu: %zu of %zu lines prefetched",
+                  bytes, n, next, (bytes + 63) / 64);
             qtts_prefetcher off = qtts_prefetch_begin(tile, bytes, n, false);
             const char *p0 = off.p;
             for (size_t k = 0; k < n; k++) qtts_prefetch_step(&off);
