@@ -189,7 +189,8 @@ INLINE void tile_bf16_split(const qtts_mm_job *j, int r0, const float *xs, const
         w[r] = (const uint16_t *)j->W->data + (size_t)(r0 + r) * C;
         ev[r] = od[r] = _mm256_setzero_ps();
     }
-    qtts_prefetcher pf = qtts_prefetch_begin(w[0], (size_t)RW * C * 2, (size_t)(C + 15) / 16, true);
+    qtts_prefetcher pf =
+        qtts_prefetch_begin(w[0], (size_t)RW * C * 2, (size_t)(C + 15) / 16, true);
     int i = 0;
     for (; i + 16 <= C; i += 16) {
         const __m256 xe = _mm256_loadu_ps(xs + i), xo = _mm256_loadu_ps(xs + i + 8);

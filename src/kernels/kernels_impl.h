@@ -123,11 +123,12 @@ typedef struct {
  * nothing when !on. */
 static inline qtts_prefetcher qtts_prefetch_begin(const void *tile, size_t bytes, size_t steps,
                                                   bool on) {
+    if (!on) /* the later x rows' tiles: no divisions for nothing */
+        return (qtts_prefetcher){.p = (const char *)tile, .end = (const char *)tile, .step = 0};
     const size_t tiles = (QTTS_PREFETCH_AHEAD + bytes - 1) / bytes;
     const char *p = (const char *)tile + tiles * bytes;
     const size_t lines = (bytes + 63) / 64;
-    return (qtts_prefetcher){.p = p, .end = on ? p + bytes : p,
-                             .step = 64 * ((lines + steps - 1) / steps)};
+    return (qtts_prefetcher){.p = p, .end = p + bytes, .step = 64 * ((lines + steps - 1) / steps)};
 }
 
 static inline void qtts_prefetch_step(qtts_prefetcher *f) {
