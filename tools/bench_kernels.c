@@ -41,7 +41,7 @@
 #include "kernels/quant.h"
 
 #define MAX_RUNS 64
-#define MAX_ROWS 16
+#define MAX_ROWS 32 /* the talker prefill chunk (QTTS_TALKER_ROWS) */
 
 static int g_rows = 1; /* x rows per matmul (--rows) */
 

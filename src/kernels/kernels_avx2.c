@@ -42,10 +42,10 @@
 
 /* A matmul reads each weight row from memory once, in short streams (a
  * tile's rows are only 0.5-4 KB each), too short for the hardware
- * prefetchers to ramp up: every tile of the first x rows (t == 0; later x
- * rows find W in cache), float and quantized, decode and batched,
- * prefetches the tile 8 KB ahead a few lines per column step or (group
- * half, row) (qtts_prefetch_step, kernels_impl.h). */
+ * prefetchers to ramp up: every tile, float and quantized, decode,
+ * batched and prefill, prefetches its share of its block 8 KB ahead a
+ * few lines per column step or (group half, row) (qtts_prefetch_tile,
+ * kernels_impl.h). */
 
 /* ==== F32 / BF16 ========================================================= */
 
@@ -66,9 +66,10 @@ INLINE float fold16(__m256 lo, __m256 hi) {
     return _mm_cvtss_f32(v1);
 }
 
-/* y[t + p][r0 + r] for r < RW, p < RX. */
-INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const int RX,
-                       const bool bf16) {
+/* y[t + p][r0 + r] for r < RW, p < RX; the tile is in the block of W rows
+ * [rb, rb + nr). */
+INLINE void tile_float(const qtts_mm_job *j, int rb, int nr, int r0, int t, const int RW,
+                       const int RX, const bool bf16) {
     const int C = j->W->cols, R = j->W->rows;
     const size_t es = bf16 ? 2 : 4;
     const void *w[4];
@@ -82,8 +83,8 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) acc[p][r][0] = acc[p][r][1] = _mm256_setzero_ps();
     }
-    qtts_prefetcher pf =
-        qtts_prefetch_begin(w[0], (size_t)RW * C * es, (size_t)(C + 15) / 16, t == 0);
+    qtts_prefetcher pf = qtts_prefetch_tile(j->W->data, (size_t)C * es, (size_t)(C + 15) / 16,
+                                            rb, nr, j->n, r0, t, RW, RX);
     int i = 0;
     for (; i + 16 <= C; i += 16) {
         qtts_prefetch_step(&pf);
@@ -130,13 +131,13 @@ INLINE void mm_float(const qtts_mm_job *j, int r0, int r1, const bool bf16) {
         int t = 0;
         for (; t + 3 <= j->n; t += 3) {
             int r = rb;
-            for (; r + 2 <= rb + nr; r += 2) tile_float(j, r, t, 2, 3, bf16);
-            if (r < rb + nr) tile_float(j, r, t, 1, 3, bf16);
+            for (; r + 2 <= rb + nr; r += 2) tile_float(j, rb, nr, r, t, 2, 3, bf16);
+            if (r < rb + nr) tile_float(j, rb, nr, r, t, 1, 3, bf16);
         }
         for (; t < j->n; t++) {
-            if (nr == 4) tile_float(j, rb, t, 4, 1, bf16);
+            if (nr == 4) tile_float(j, rb, nr, rb, t, 4, 1, bf16);
             else
-                for (int r = rb; r < rb + nr; r++) tile_float(j, r, t, 1, 1, bf16);
+                for (int r = rb; r < rb + nr; r++) tile_float(j, rb, nr, r, t, 1, 1, bf16);
         }
     }
 }
@@ -190,7 +191,7 @@ INLINE void tile_bf16_split(const qtts_mm_job *j, int r0, const float *xs, const
         ev[r] = od[r] = _mm256_setzero_ps();
     }
     qtts_prefetcher pf =
-        qtts_prefetch_begin(w[0], (size_t)RW * C * 2, (size_t)(C + 15) / 16, true);
+        qtts_prefetch_begin(w[0], (size_t)RW * C * 2, (size_t)(C + 15) / 16, 0, 1, 1);
     int i = 0;
     for (; i + 16 <= C; i += 16) {
         const __m256 xe = _mm256_loadu_ps(xs + i), xo = _mm256_loadu_ps(xs + i + 8);
@@ -274,14 +275,15 @@ INLINE __m256i dot_start(const int32_t *xs, const bool q4) {
                             _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)xs), q4 ? 3 : 7));
 }
 
-/* Rows r0.. of W against x rows t..: the 16 lanes of a group are two
- * halves (lanes 0-7: bytes 0-31 of each 64-byte vector, blocks 16g..16g+7;
- * lanes 8-15: bytes 32-63), each an 8-wide accumulator. */
-INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const int RX,
-                       const bool q4) {
+/* Rows r0.. of W against x rows t.. (in the block of W rows [rb, rb + nr)):
+ * the 16 lanes of a group are two halves (lanes 0-7: bytes 0-31 of each
+ * 64-byte vector, blocks 16g..16g+7; lanes 8-15: bytes 32-63), each an
+ * 8-wide accumulator. */
+INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, const int RW,
+                       const int RX, const bool q4) {
     const int C = j->W->cols, R = j->W->rows, ng = qtts_packed_groups(C);
     const int K = qtts_packed_vectors(q4);
-    const size_t rb = qtts_mat_stride(j->W), code_bytes = (size_t)ng * K * 64;
+    const size_t stride = qtts_mat_stride(j->W), code_bytes = (size_t)ng * K * 64;
     const uint8_t *w[4];
     const int8_t *xq[2];
     const float *xd[2];
@@ -289,7 +291,7 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
     __m256 acc[2][4][2];
     const __m256i low4 = _mm256_set1_epi8(15);
 #pragma GCC unroll 4
-    for (int r = 0; r < RW; r++) w[r] = (const uint8_t *)j->W->data + (size_t)(r0 + r) * rb;
+    for (int r = 0; r < RW; r++) w[r] = (const uint8_t *)j->W->data + (size_t)(r0 + r) * stride;
 #pragma GCC unroll 2
     for (int p = 0; p < RX; p++) {
         xq[p] = j->xq + (size_t)(t + p) * ng * 512;
@@ -298,7 +300,8 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) acc[p][r][0] = acc[p][r][1] = _mm256_setzero_ps();
     }
-    qtts_prefetcher pf = qtts_prefetch_begin(w[0], (size_t)RW * rb, (size_t)ng * 2 * RW, t == 0);
+    qtts_prefetcher pf = qtts_prefetch_tile(j->W->data, stride, (size_t)ng * 2 * RW, rb, nr, j->n,
+                                            r0, t, RW, RX);
     for (int g = 0; g < ng; g++) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
@@ -356,13 +359,13 @@ INLINE void mm_quant(const qtts_mm_job *j, int r0, int r1, const bool q4) {
         int t = 0;
         for (; t + 2 <= j->n; t += 2) {
             int r = rb;
-            for (; r + 2 <= rb + nr; r += 2) tile_quant(j, r, t, 2, 2, q4);
-            if (r < rb + nr) tile_quant(j, r, t, 1, 2, q4);
+            for (; r + 2 <= rb + nr; r += 2) tile_quant(j, rb, nr, r, t, 2, 2, q4);
+            if (r < rb + nr) tile_quant(j, rb, nr, r, t, 1, 2, q4);
         }
         for (; t < j->n; t++) {
-            if (nr == 4) tile_quant(j, rb, t, 4, 1, q4);
+            if (nr == 4) tile_quant(j, rb, nr, rb, t, 4, 1, q4);
             else
-                for (int r = rb; r < rb + nr; r++) tile_quant(j, r, t, 1, 1, q4);
+                for (int r = rb; r < rb + nr; r++) tile_quant(j, rb, nr, r, t, 1, 1, q4);
         }
     }
 }

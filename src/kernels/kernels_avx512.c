@@ -74,10 +74,9 @@ INLINE void store_folds(float *y, const __m512 *acc, const int RW, const float *
     }
 }
 
-/* Every tile of the first x rows (t == 0: each W row's one read from
- * memory; later x rows find it in cache), decode and batched, float and
- * quantized, prefetches the tile 8 KB ahead a few lines per column step
- * or code vector (qtts_prefetch_step, kernels_impl.h). */
+/* Every tile, decode, batched and prefill, float and quantized,
+ * prefetches its share of its block 8 KB ahead a few lines per column
+ * step or code vector (qtts_prefetch_tile, kernels_impl.h). */
 
 /* ==== F32 / BF16 ========================================================= */
 
@@ -90,8 +89,10 @@ INLINE __m512 load16(const void *w, int i, __mmask16 mask, const bool bf16) {
     return _mm512_maskz_loadu_ps(mask, (const float *)w + i);
 }
 
-INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const int RX,
-                       const bool bf16) {
+/* W rows [r0, r0 + RW) against x rows [t, t + RX), in the block of W rows
+ * [rb, rb + nr). */
+INLINE void tile_float(const qtts_mm_job *j, int rb, int nr, int r0, int t, const int RW,
+                       const int RX, const bool bf16) {
     const int C = j->W->cols, R = j->W->rows;
     const size_t es = bf16 ? 2 : 4;
     const void *w[8];
@@ -105,8 +106,8 @@ INLINE void tile_float(const qtts_mm_job *j, int r0, int t, const int RW, const 
 #pragma GCC unroll 8
         for (int r = 0; r < RW; r++) acc[p][r] = _mm512_setzero_ps();
     }
-    qtts_prefetcher pf =
-        qtts_prefetch_begin(w[0], (size_t)RW * C * es, (size_t)(C + 15) / 16, t == 0);
+    qtts_prefetcher pf = qtts_prefetch_tile(j->W->data, (size_t)C * es, (size_t)(C + 15) / 16,
+                                            rb, nr, j->n, r0, t, RW, RX);
     for (int i = 0; i < C; i += 16) {
         const __mmask16 m = C - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - i)) - 1);
         qtts_prefetch_step(&pf);
@@ -131,13 +132,13 @@ INLINE void mm_float(const qtts_mm_job *j, int r0, int r1, const bool bf16) {
         int t = 0;
         for (; t + 4 <= j->n; t += 4) {
             int r = rb;
-            for (; r + 4 <= rb + nr; r += 4) tile_float(j, r, t, 4, 4, bf16);
-            for (; r < rb + nr; r++) tile_float(j, r, t, 1, 4, bf16);
+            for (; r + 4 <= rb + nr; r += 4) tile_float(j, rb, nr, r, t, 4, 4, bf16);
+            for (; r < rb + nr; r++) tile_float(j, rb, nr, r, t, 1, 4, bf16);
         }
         for (; t < j->n; t++) {
-            if (nr == 8) tile_float(j, rb, t, 8, 1, bf16);
+            if (nr == 8) tile_float(j, rb, nr, rb, t, 8, 1, bf16);
             else
-                for (int r = rb; r < rb + nr; r++) tile_float(j, r, t, 1, 1, bf16);
+                for (int r = rb; r < rb + nr; r++) tile_float(j, rb, nr, r, t, 1, 1, bf16);
         }
     }
 }
@@ -158,23 +159,24 @@ INLINE __m512i start(const int32_t *xs, const bool q4) {
                             _mm512_slli_epi32(_mm512_loadu_si512(xs), q4 ? 3 : 7));
 }
 
-/* Rows r0..r0+RW-1 of W against x rows t..t+RX-1. Per group, the code
+/* Rows r0..r0+RW-1 of W against x rows t..t+RX-1 (in the block of W rows
+ * [rb, rb + nr)). Per group, the code
  * vectors are walked in the outer loop: each x vector is loaded once for
  * the tile's W rows and each weight vector (unpacked once) serves the
  * tile's x rows, so a 4x4 tile does 16 VPDPBUSD per 8 loads; the RW x RX
  * int32 sums are converted and scaled once per group. */
-INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const int RX,
-                       const bool q4) {
+INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, const int RW,
+                       const int RX, const bool q4) {
     const int C = j->W->cols, R = j->W->rows, ng = qtts_packed_groups(C);
     const int K = qtts_packed_vectors(q4);
-    const size_t rb = qtts_mat_stride(j->W), code_bytes = (size_t)ng * K * 64;
+    const size_t stride = qtts_mat_stride(j->W), code_bytes = (size_t)ng * K * 64;
     const uint8_t *w[4];
     const int8_t *xq[4];
     const float *xd[4];
     const int32_t *xs[4];
     __m512 acc[4][4];
 #pragma GCC unroll 4
-    for (int r = 0; r < RW; r++) w[r] = (const uint8_t *)j->W->data + (size_t)(r0 + r) * rb;
+    for (int r = 0; r < RW; r++) w[r] = (const uint8_t *)j->W->data + (size_t)(r0 + r) * stride;
 #pragma GCC unroll 4
     for (int p = 0; p < RX; p++) {
         xq[p] = j->xq + (size_t)(t + p) * ng * 512;
@@ -184,7 +186,8 @@ INLINE void tile_quant(const qtts_mm_job *j, int r0, int t, const int RW, const 
         for (int r = 0; r < RW; r++) acc[p][r] = _mm512_setzero_ps();
     }
     const __m512i low4 = _mm512_set1_epi8(15);
-    qtts_prefetcher pf = qtts_prefetch_begin(w[0], (size_t)RW * rb, (size_t)ng * K, t == 0);
+    qtts_prefetcher pf =
+        qtts_prefetch_tile(j->W->data, stride, (size_t)ng * K, rb, nr, j->n, r0, t, RW, RX);
     for (int g = 0; g < ng; g++) {
         __m512i a[4][4];
 #pragma GCC unroll 4
@@ -241,14 +244,14 @@ INLINE void mm_quant(const qtts_mm_job *j, int r0, int r1, const bool q4) {
         const int nr = QTTS_MIN(4, r1 - rb);
         int t = 0;
         for (; t + 4 <= j->n; t += 4) {
-            if (nr == 4) tile_quant(j, rb, t, 4, 4, q4);
+            if (nr == 4) tile_quant(j, rb, nr, rb, t, 4, 4, q4);
             else
-                for (int r = rb; r < rb + nr; r++) tile_quant(j, r, t, 1, 4, q4);
+                for (int r = rb; r < rb + nr; r++) tile_quant(j, rb, nr, r, t, 1, 4, q4);
         }
         for (; t < j->n; t++) {
-            if (nr == 4) tile_quant(j, rb, t, 4, 1, q4);
+            if (nr == 4) tile_quant(j, rb, nr, rb, t, 4, 1, q4);
             else
-                for (int r = rb; r < rb + nr; r++) tile_quant(j, r, t, 1, 1, q4);
+                for (int r = rb; r < rb + nr; r++) tile_quant(j, rb, nr, r, t, 1, 1, q4);
         }
     }
 }

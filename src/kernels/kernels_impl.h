@@ -92,43 +92,70 @@ static inline size_t qtts_packed_act_bytes(int cols) {
  * the packed order of qtts_mm_job. */
 void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float *xd, int32_t *xs);
 
-/* Weight prefetch of the x86 tiles. A tile's rows [r0, r0+RW) are one
- * contiguous span of RW * stride bytes and the tiles of a matmul follow
- * each other in memory; the hardware prefetchers alone ramp up too
- * late on such 0.5-4 KB streams. The tile of the first x rows (t == 0;
- * later x rows find W in cache) prefetches the tile at least
- * QTTS_PREFETCH_AHEAD bytes ahead (whole tiles: 2 for a 4-row Q8_0 tile
- * of 1024 columns, 4 for Q4_0), front to back, a few lines at each step
- * of its own arithmetic (qtts_prefetch_step in the tile's loops), so the
- * lines are requested at the rate the tile consumes them. Issuing a whole
- * tile at once as it starts stalled a Zen 4 core: the prefetches queue
- * behind its outstanding-miss limit and the arithmetic waits for them
- * (21% of the Q8_0 kernel's samples sat on the prefetch loop). Spread,
- * one thread reads DRAM 20% faster there (Q8_0 decode; AVX2 Q8_0 2.3x,
- * 4-row tiles 1.5x), and the same number of tiles ahead lost Q4_0 its
- * lead time, hence a distance in bytes (6-12 KB measured alike). Lines
- * walked row by row instead of front to back read slower: the float
- * tiles did so (each row's next-tile line at the column read), and front
- * to back they read DRAM 23% faster (AVX-512 bf16; AVX2 bf16 2x). A
- * prefetch never faults, so running past the matrix is harmless. */
+/* Weight prefetch of the x86 tiles. The kernels walk W in blocks of
+ * rows (one contiguous span of nr * stride bytes; the blocks of a matmul
+ * follow each other in memory) and reuse each block for every x row in
+ * tiles of a few W rows by a few x rows. The hardware prefetchers alone
+ * ramp up too late on such 0.5-4 KB streams, so the tiles of a block
+ * prefetch the block at least QTTS_PREFETCH_AHEAD bytes ahead (whole
+ * blocks: 2 for a 4-row Q8_0 block of 1024 columns, 4 for Q4_0), front to
+ * back, each tile its share of the lines in proportion to its share of
+ * the block's work, a few lines at each step of its own arithmetic
+ * (qtts_prefetch_step in the tile's loops). So the lines are requested at
+ * the rate the block consumes them, whatever the number of x rows:
+ *  - Issuing a whole tile at once as it starts stalled a Zen 4 core: the
+ *    prefetches queue behind its outstanding-miss limit and the
+ *    arithmetic waits for them (21% of the Q8_0 kernel's samples sat on
+ *    the prefetch loop). Spread, one thread reads DRAM 20% faster there
+ *    (Q8_0 decode; AVX2 Q8_0 2.3x, 4-row tiles 1.5x).
+ *  - Left to the tiles of the first x rows alone, a prefill's block (16-32
+ *    x rows) had its lines requested in the first quarter or less of its
+ *    time, the same burst again: 16 x rows read DRAM at 60% of the speed
+ *    they compute from cache.
+ *  - The same number of tiles ahead lost Q4_0 its lead time, hence a
+ *    distance in bytes (6-12 KB measured alike).
+ *  - Lines walked row by row instead of front to back read slower (the
+ *    float tiles did so; front to back is 23% faster for AVX-512 bf16,
+ *    2x for AVX2 bf16).
+ * A prefetch never faults, so running past the matrix is harmless. */
 #define QTTS_PREFETCH_AHEAD 8192
 typedef struct {
-    const char *p, *end; /* next line to prefetch; end of the tile ahead */
+    const char *p, *end; /* next line to prefetch; end of this tile's share */
     size_t step;         /* bytes per qtts_prefetch_step */
 } qtts_prefetcher;
 
-/* The prefetch of the tile at least QTTS_PREFETCH_AHEAD bytes ahead of
- * `tile` (`bytes` long) over `steps` calls of qtts_prefetch_step,
- * ceil(lines / steps) lines each (the last calls may find nothing left);
- * nothing when !on. */
-static inline qtts_prefetcher qtts_prefetch_begin(const void *tile, size_t bytes, size_t steps,
-                                                  bool on) {
-    if (!on) /* the later x rows' tiles: no divisions for nothing */
-        return (qtts_prefetcher){.p = (const char *)tile, .end = (const char *)tile, .step = 0};
-    const size_t tiles = (QTTS_PREFETCH_AHEAD + bytes - 1) / bytes;
-    const char *p = (const char *)tile + tiles * bytes;
+/* The prefetch of the share [from, from + len) of `of` equal parts of the
+ * block at least QTTS_PREFETCH_AHEAD bytes ahead of `block` (`bytes`
+ * long), in whole lines (part boundaries rounded down, so the shares of
+ * 0..of tile the block's lines exactly), over `steps` calls of
+ * qtts_prefetch_step, ceil(lines / steps) lines each (the last calls may
+ * find nothing left). */
+static inline qtts_prefetcher qtts_prefetch_begin(const void *block, size_t bytes, size_t steps,
+                                                  unsigned from, unsigned len, unsigned of) {
+    const char *ahead = (const char *)block + (QTTS_PREFETCH_AHEAD + bytes - 1) / bytes * bytes;
     const size_t lines = (bytes + 63) / 64;
-    return (qtts_prefetcher){.p = p, .end = p + bytes, .step = 64 * ((lines + steps - 1) / steps)};
+    size_t a = 0, b = lines;
+    if (len < of) { /* one tile of several: the later x rows of a prefill or a large batch */
+        a = lines * from / of;
+        b = lines * (from + len) / of;
+    }
+    return (qtts_prefetcher){.p = ahead + 64 * a, .end = ahead + 64 * b,
+                             .step = 64 * ((b - a + steps - 1) / steps)};
+}
+
+/* The prefetcher of the tile of W rows [r, r + RW) and x rows [t, t + RX)
+ * in the block of W rows [rb, rb + nr) (W: the matrix's data, `stride`
+ * bytes per row) against n x rows, its arithmetic in `steps` steps. The
+ * tiles of a block go x rows outer, W rows inner (the block's strips of x
+ * rows in order, each strip's tiles in row order), so this tile's work
+ * starts after t * nr + (r - rb) * RX of the block's nr * n (W row, x row)
+ * pairs. */
+static inline qtts_prefetcher qtts_prefetch_tile(const void *W, size_t stride, size_t steps,
+                                                 int rb, int nr, int n, int r, int t, int RW,
+                                                 int RX) {
+    return qtts_prefetch_begin((const char *)W + (size_t)rb * stride, (size_t)nr * stride, steps,
+                               (unsigned)(t * nr + (r - rb) * RX), (unsigned)(RW * RX),
+                               (unsigned)(nr * n));
 }
 
 static inline void qtts_prefetch_step(qtts_prefetcher *f) {

@@ -822,38 +822,83 @@ static void test_stream_read(void) {
  * prefetcher that stopped short would leave lines to demand misses, with
  * the same results and a silent loss of speed. Off, it issues nothing.
  * The lines are recorded through the struct's own pointer, step by step. */
+/* Lines [*next, ...) of `ahead` that prefetcher f walks over `steps` steps,
+ * in order from *next (false if not); *next moves past them. */
+static bool walk_prefetcher(qtts_prefetcher f, size_t steps, const char *ahead, size_t *next) {
+    bool in_order = f.p == ahead + 64 * *next;
+    for (size_t k = 0; k < steps; k++) {
+        const char *before = f.p;
+        qtts_prefetch_step(&f);
+        in_order &= before == ahead + 64 * *next;
+        *next += (size_t)(f.p - before) / 64;
+    }
+    return in_order && f.p == f.end;
+}
+
 static void test_prefetcher(void) {
     const size_t sizes[] = {64, 100, 1088, 2304, 4352, 8192, 16384, 20000};
     const size_t steps[] = {1, 2, 7, 16, 64, 1000};
-    char *tile = malloc(65536); /* holds every tile ahead and its span */
-    CHECK(tile != NULL, "out of memory");
-    if (!tile) return;
+    const unsigned parts[] = {1, 2, 3, 23, 92, 400};
+    char *block = malloc(65536); /* holds every block ahead and its span */
+    CHECK(block != NULL, "out of memory");
+    if (!block) return;
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
-        for (size_t ki = 0; ki < sizeof steps / sizeof steps[0]; ki++) {
-            const size_t bytes = sizes[si], n = steps[ki];
-            qtts_prefetcher f = qtts_prefetch_begin(tile, bytes, n, true);
-            const char *start = f.p;
-            const size_t ahead = (size_t)(start - tile);
-            CHECK(ahead % bytes == 0 && ahead >= QTTS_PREFETCH_AHEAD &&
-                      ahead - bytes < QTTS_PREFETCH_AHEAD,
-                  "bytes=%zu: starts %zu bytes ahead", bytes, ahead);
-            size_t next = 0; /* the next line expected, in lines from start */
-            bool in_order = true;
-            for (size_t k = 0; k < n; k++) {
-                const char *before = f.p;
-                qtts_prefetch_step(&f);
-                in_order &= before == start + 64 * next;
-                next += (size_t)(f.p - before) / 64;
+        for (size_t ki = 0; ki < sizeof steps / sizeof steps[0]; ki++)
+            for (size_t pi = 0; pi < sizeof parts / sizeof parts[0]; pi++) {
+                const size_t bytes = sizes[si], n = steps[ki], lines = (bytes + 63) / 64;
+                const unsigned of = parts[pi];
+                const char *ahead = qtts_prefetch_begin(block, bytes, n, 0, of, of).p;
+                const size_t dist = (size_t)(ahead - block);
+                CHECK(dist % bytes == 0 && dist >= QTTS_PREFETCH_AHEAD &&
+                          dist - bytes < QTTS_PREFETCH_AHEAD,
+                      "bytes=%zu: starts %zu bytes ahead", bytes, dist);
+                /* the shares 0..of-1, one after the other, walk every line of
+                 * the block ahead once, in order, each within its steps */
+                size_t next = 0;
+                bool in_order = true;
+                for (unsigned from = 0; from < of; from++)
+                    in_order &= walk_prefetcher(qtts_prefetch_begin(block, bytes, n, from, 1, of), n,
+                                                ahead, &next);
+                CHECK(in_order && next == lines,
+                      "bytes=%zu steps=%zu parts=%u: %zu of %zu lines, in order %d", bytes, n, of,
+                      next, lines, (int)in_order);
             }
-            CHECK(in_order, "bytes=%zu steps=%zu: lines out of order", bytes, n);
-            CHECK(next == (bytes + 63) / 64, "bytes=%zu steps=%zu: %zu of %zu lines prefetched",
-                  bytes, n, next, (bytes + 63) / 64);
-            qtts_prefetcher off = qtts_prefetch_begin(tile, bytes, n, false);
-            const char *p0 = off.p;
-            for (size_t k = 0; k < n; k++) qtts_prefetch_step(&off);
-            CHECK(off.p == p0, "bytes=%zu steps=%zu: prefetches while off", bytes, n);
-        }
-    free(tile);
+    /* qtts_prefetch_tile's shares follow the tiles' walk (x rows outer, W rows
+     * inner) in each x86 kernel's walk of a block of NB W rows: strips of SX x
+     * rows, each strip's W rows in tiles of SW then one by one; the x rows past
+     * the last strip one at a time, against the whole block if it is full, else
+     * row by row. */
+    const struct { int NB, SX, SW; } walks[] = {
+        {4, 4, 4}, /* AVX-512 quantized */
+        {8, 4, 4}, /* AVX-512 float */
+        {4, 2, 2}, /* AVX2 / AVX-VNNI quantized */
+        {4, 3, 2}, /* AVX2 float */
+    };
+    for (size_t wi = 0; wi < sizeof walks / sizeof walks[0]; wi++)
+        for (int nr = 1; nr <= walks[wi].NB; nr++)
+            for (int nx = 1; nx <= 33; nx++) {
+                const int NB = walks[wi].NB, SX = walks[wi].SX, SW = walks[wi].SW;
+                unsigned done = 0;
+                bool contiguous = true;
+                for (int t = 0; t < nx;) {
+                    const int RX = nx - t >= SX ? SX : 1;
+                    for (int r = 0; r < nr;) {
+                        const int RW = RX == SX ? (nr - r >= SW ? SW : 1) : (nr == NB ? NB : 1);
+                        const qtts_prefetcher f =
+                            qtts_prefetch_tile(block, 1088, 16, 0, nr, nx, r, t, RW, RX);
+                        const qtts_prefetcher g =
+                            qtts_prefetch_begin(block, (size_t)nr * 1088, 16, done,
+                                                (unsigned)(RW * RX), (unsigned)(nr * nx));
+                        contiguous &= f.p == g.p && f.end == g.end;
+                        done += (unsigned)(RW * RX);
+                        r += RW;
+                    }
+                    t += RX;
+                }
+                CHECK(contiguous && done == (unsigned)(nr * nx),
+                      "walk %zu nr=%d n=%d: tile shares not contiguous", wi, nr, nx);
+            }
+    free(block);
 }
 
 int main(void) {
