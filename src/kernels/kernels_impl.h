@@ -117,6 +117,14 @@ void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float 
  *  - Lines walked row by row instead of front to back read slower (the
  *    float tiles did so; front to back is 23% faster for AVX-512 bf16,
  *    2x for AVX2 bf16).
+ *  - The lines go to L2 (PREFETCHT1), not L1: on the Zen 4 a decode frame
+ *    of synthetic int8 weights took 86-92 ms on one thread against
+ *    106-128 with PREFETCHT0, and the model's talker + CP 67-69 ms against
+ *    81-83 (int4 -9%, bf16 -20%; prefill and AVX2 alike within the noise).
+ *    Likely why: an L1 prefetch holds one of the core's few L1 miss
+ *    buffers until its line arrives from DRAM, and the tile's own loads
+ *    queue behind them; one to L2 is tracked there, and the loads then
+ *    hit L2 in a few cycles.
  * A prefetch never faults, so running past the matrix is harmless. */
 #define QTTS_PREFETCH_AHEAD 8192
 typedef struct {
@@ -160,7 +168,7 @@ static inline qtts_prefetcher qtts_prefetch_tile(const void *W, size_t stride, s
 
 static inline void qtts_prefetch_step(qtts_prefetcher *f) {
     const char *stop = f->p + f->step < f->end ? f->p + f->step : f->end;
-    for (; f->p < stop; f->p += 64) __builtin_prefetch(f->p, 0, 3);
+    for (; f->p < stop; f->p += 64) __builtin_prefetch(f->p, 0, 2);
 }
 
 typedef void (*qtts_mm_fn)(const qtts_mm_job *j, int r0, int r1);
