@@ -43,9 +43,9 @@ INLINE void tile_nv(const qtts_conv_tile *t, const int NV) {
     const char *wn = t->w_next;
     for (int k = 0; k < t->kc; k++, xp += NR, w += QTTS_CONV_MR) {
         /* one line of the next group's weights per two panel rows (its
-         * kc x 8 floats, 64 bytes per two rows), to L2 as the matmul tiles'
-         * (kernels_impl.h): a 1-frame stream push 45.7/42.8/45.7/51.7/46.5/
-         * 49.7 -> 42.6/45.4/41.4/47.1/43.7/40.9 ms in interleaved pairs */
+         * kc x 8 floats, 64 bytes per two rows), to L2 like the matmul
+         * tiles' (kernels_impl.h; a 1-frame stream push ~7% faster than
+         * to L1 on the Zen 4) */
         if (wn && !(k & 1)) __builtin_prefetch(wn + (size_t)k * 32, 0, 2);
         __m512 x[3];
 #pragma GCC unroll 3
