@@ -24,8 +24,9 @@
  * do not change the speed of these kernels); the kernels are the ones
  * qtts_matmul uses (--isa NAME picks another compiled path).
  *
- * --rows N runs every matmul on N x rows at once (the batched kernels a
- * server's B = N step uses); GB/s then still counts each weight byte once.
+ * --rows N (1-32) runs every matmul on N x rows at once (the batched
+ * kernels a server's B = N step uses, or a prefill chunk's); GB/s then
+ * still counts each weight byte once.
  *
  *   bench_kernels [--threads 1,2] [--runs 7] [--set 256] [--frames 5]
  *                 [--formats f32,bf16,q8_0,q4_0] [--no-frame] [--isa NAME]
