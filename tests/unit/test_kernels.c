@@ -816,14 +816,9 @@ static void test_stream_read(void) {
     free(buf);
 }
 
-/* The x86 tiles' weight prefetch (qtts_prefetch_begin/step): over its
- * `steps` calls it must reach every line of the tile ahead, in order, and
- * start at least QTTS_PREFETCH_AHEAD bytes ahead at a tile boundary; a
- * prefetcher that stopped short would leave lines to demand misses, with
- * the same results and a silent loss of speed. Off, it issues nothing.
- * The lines are recorded through the struct's own pointer, step by step. */
 /* Lines [*next, ...) of `ahead` that prefetcher f walks over `steps` steps,
- * in order from *next (false if not); *next moves past them. */
+ * in order from *next (false if not), recorded through the struct's own
+ * pointer step by step; *next moves past them. */
 static bool walk_prefetcher(qtts_prefetcher f, size_t steps, const char *ahead, size_t *next) {
     bool in_order = f.p == ahead + 64 * *next;
     for (size_t k = 0; k < steps; k++) {
@@ -835,6 +830,12 @@ static bool walk_prefetcher(qtts_prefetcher f, size_t steps, const char *ahead, 
     return in_order && f.p == f.end;
 }
 
+/* The x86 tiles' weight prefetch (qtts_prefetch_begin/tile/step): the
+ * tiles of a block, each over its `steps` calls, must together reach every
+ * line of the block ahead, once and in order, starting at least
+ * QTTS_PREFETCH_AHEAD bytes ahead at a block boundary; a prefetcher that
+ * stopped short or overlapped would leave lines to demand misses or fetch
+ * them twice, with the same results and a silent loss of speed. */
 static void test_prefetcher(void) {
     const size_t sizes[] = {64, 100, 1088, 2304, 4352, 8192, 16384, 20000};
     const size_t steps[] = {1, 2, 7, 16, 64, 1000};
