@@ -43,10 +43,8 @@ INLINE void tile_nv(const qtts_conv_tile *t, const int NV) {
     const char *wn = t->w_next;
     for (int k = 0; k < t->kc; k++, xp += NR, w += QTTS_CONV_MR) {
         /* one line of the next group's weights per two panel rows (its
-         * kc x 8 floats, 64 bytes per two rows), to L2 like the matmul
-         * tiles' (kernels_impl.h; a 1-frame stream push ~7% faster than
-         * to L1 on the Zen 4) */
-        if (wn && !(k & 1)) __builtin_prefetch(wn + (size_t)k * 32, 0, 2);
+         * kc x 8 floats, 64 bytes per two rows) */
+        if (wn && !(k & 1)) __builtin_prefetch(wn + (size_t)k * 32);
         __m512 x[3];
 #pragma GCC unroll 3
         for (int v = 0; v < NV; v++) x[v] = _mm512_load_ps(xp + 16 * v);
