@@ -120,7 +120,9 @@ void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float 
  *  - The lines go to L2 (PREFETCHT1), not L1: on the Zen 4 a decode frame
  *    of synthetic int8 weights took 86-92 ms on one thread against
  *    106-128 with PREFETCHT0, and the model's talker + CP 67-69 ms against
- *    81-83 (int4 -9%, bf16 -20%; prefill and AVX2 alike within the noise).
+ *    81-83 (int4 -9%, bf16 -20%, a B = 4 step -27%; AVX2 alike within the
+ *    noise; prefill unsettled, up to 10% slower in some pairs, and no
+ *    better with L1 prefetches for the tiles that share a block).
  *    Likely why: an L1 prefetch holds one of the core's few L1 miss
  *    buffers until its line arrives from DRAM, and the tile's own loads
  *    queue behind them; one to L2 is tracked there, and the loads then
