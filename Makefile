@@ -42,9 +42,12 @@ APP_OBJ  := $(APP_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libqtts.a
 BIN      := $(BUILD)/qwen3-tts
+# The benchmarks (tools/, not tests) are part of `all`, so that a plain
+# `make` never leaves a stale one behind to be compared with a fresh one.
+BENCH_BIN := $(BUILD)/bench_kernels $(BUILD)/bench_codec $(BUILD)/bench_backend
 
 .PHONY: all test test-asan test-tsan test-some bench-kernels bench-codec check-arm check-isa-emu check-conv-emu fuzz-wav fuzz-http fuzz-json fuzz-server clean cuda test-cuda bench-cuda
-all: $(BIN)
+all: $(BIN) $(BENCH_BIN)
 
 # Per-ISA kernel files (src/kernels/kernels_<isa>.c) are the only objects
 # compiled for a specific instruction set; kernels.c picks one at run time
