@@ -160,11 +160,11 @@ INLINE __m512i start(const int32_t *xs, const bool q4) {
 }
 
 /* Rows r0..r0+RW-1 of W against x rows t..t+RX-1 (in the block of W rows
- * [rb, rb + nr)). Per group, the code
- * vectors are walked in the outer loop: each x vector is loaded once for
- * the tile's W rows and each weight vector (unpacked once) serves the
- * tile's x rows, so a 4x4 tile does 16 VPDPBUSD per 8 loads; the RW x RX
- * int32 sums are converted and scaled once per group. */
+ * [rb, rb + nr)). Per group, the code vectors are walked in the outer
+ * loop: each x vector is loaded once for the tile's W rows and each weight
+ * vector (unpacked once) serves the tile's x rows, so a 4x4 tile does 16
+ * VPDPBUSD per 8 loads; the RW x RX int32 sums are converted and scaled
+ * once per group. */
 INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, const int RW,
                        const int RX, const bool q4) {
     const int C = j->W->cols, R = j->W->rows, ng = qtts_packed_groups(C);
