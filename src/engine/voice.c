@@ -343,7 +343,7 @@ qtts_status qtts_voice_read_fd(const qtts_config *cfg, int fd, const char *path,
             st = qtts_fail(err, QTTS_ERR_FORMAT, "%s: non-finite value in xvector", path);
             goto fail;
         }
-    for (size_t i = 0; rc && i < (size_t)v->ref_frames * 16; i++)
+    for (size_t i = 0; rc && i < (size_t)v->ref_frames * (size_t)groups; i++)
         if (v->ref_codes[i] < 0 || v->ref_codes[i] >= cbsize) {
             st = qtts_fail(err, QTTS_ERR_FORMAT, "%s: reference code %d out of range", path,
                            v->ref_codes[i]);

@@ -17,12 +17,12 @@
  * and checked once at its end. Integers must be JSON integer literals;
  * float fields accept any finite number.
  *
- * Limits: sizes in [1, 1<<20]; layers <= 256; heads <= 1024; code groups
- * in [2, 64]; every id inside its vocabulary; names 1..63 bytes without
- * control characters, unique ignoring ASCII case (lookups ignore case);
- * at most QTTS_MAX_LANGS languages and QTTS_MAX_SPEAKERS speakers.
+ * Limits: sizes in [1, 1<<20]; layers <= 256; heads <= 1024; every id
+ * inside its vocabulary; names 1..63 bytes without control characters,
+ * unique ignoring ASCII case (lookups ignore case); at most QTTS_MAX_LANGS
+ * languages and QTTS_MAX_SPEAKERS speakers.
  * Semantics the engine does not implement are refused rather than ignored:
- * hidden_act other than silu, rope_scaling other than the default M-RoPE
+ * num_code_groups other than QTTS_CODE_GROUPS, hidden_act other than silu, rope_scaling other than the default M-RoPE
  * (whose sections must sum to head_dim/2); for the codec's encoder_config
  * see config.h. Across files, the codec must
  * consume num_code_groups codes from codebooks of the code predictor's
@@ -244,6 +244,10 @@ static void read_stack(rd *r, const qtts_json *o, const char *prefix, qtts_stack
     s->rope_theta = get_num(r, o, prefix, "rope_theta", 0, 1e12, true);
     s->vocab = get_int(r, o, prefix, "vocab_size", 1, MAX_SIZE);
     s->num_code_groups = get_int(r, o, prefix, "num_code_groups", 2, 64);
+    if (!r->st && s->num_code_groups != QTTS_CODE_GROUPS)
+        rfail(r, QTTS_ERR_UNSUPPORTED, prefix, "num_code_groups",
+              "%d is not supported (the 12 Hz models have %d codebooks per frame)",
+              s->num_code_groups, QTTS_CODE_GROUPS);
     const qtts_json *act = get_typed(r, o, prefix, "hidden_act", QTTS_JSON_STRING);
     if (act && strcmp(act->str, "silu") != 0)
         rfail(r, QTTS_ERR_UNSUPPORTED, prefix, "hidden_act", "only \"silu\" is supported");

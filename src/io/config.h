@@ -22,6 +22,10 @@
 #define QTTS_MAX_LANGS 32
 #define QTTS_MAX_SPEAKERS 64
 #define QTTS_NAME_MAX 64
+/* Codebooks per frame (num_code_groups) of every 12 Hz model: frames are
+ * stored, passed and decoded as 16 codes each (qwen3_tts.h's
+ * QTTS_NUM_CODEBOOKS), so a config with another count is refused. */
+#define QTTS_CODE_GROUPS 16
 
 typedef enum { QTTS_MODEL_CUSTOM_VOICE, QTTS_MODEL_VOICE_DESIGN, QTTS_MODEL_BASE } qtts_model_type;
 
