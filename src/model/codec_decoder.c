@@ -250,20 +250,27 @@ static qtts_status check_config(qtts_codec_decoder *d, const qtts_config *cfg, q
 
 static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
     char p[96];
-    /* quantizer: codebooks normalised by cluster usage */
+    /* quantizer: codebooks normalised by cluster usage. Every tensor's
+     * shape is checked before the table is allocated, so a config whose
+     * sizes the file does not have is refused by name, not sized into a
+     * huge allocation. */
     const size_t cb_n = (size_t)d->cb_size * d->cb_vec;
-    d->codebooks = own(d, sizeof(float) * cb_n * d->n_q);
-    if (!d->codebooks) return nomem(err, "codebooks");
+    const qtts_tensor *sums[64], *usages[64];
+    QTTS_ASSERT(d->n_q <= 64);   /* config: num_quantizers in [1, 64] */
     for (int q = 0; q < d->n_q; q++) {
         const char *grp = q == 0 ? "rvq_first" : "rvq_rest";
         const int li = q == 0 ? 0 : q - 1;
-        const qtts_tensor *es = get(d, err, 2, DIMS(d->cb_size, d->cb_vec),
-                                    "quantizer.%s.vq.layers.%d._codebook.embedding_sum", grp, li);
-        const qtts_tensor *cu = es ? get(d, err, 1, DIMS(d->cb_size),
-                                         "quantizer.%s.vq.layers.%d._codebook.cluster_usage",
-                                         grp, li)
-                                   : NULL;
-        if (!cu) return err->status;
+        sums[q] = get(d, err, 2, DIMS(d->cb_size, d->cb_vec),
+                      "quantizer.%s.vq.layers.%d._codebook.embedding_sum", grp, li);
+        usages[q] = sums[q] ? get(d, err, 1, DIMS(d->cb_size),
+                                  "quantizer.%s.vq.layers.%d._codebook.cluster_usage", grp, li)
+                            : NULL;
+        if (!usages[q]) return err->status;
+    }
+    d->codebooks = own(d, sizeof(float) * cb_n * d->n_q);
+    if (!d->codebooks) return nomem(err, "codebooks");
+    for (int q = 0; q < d->n_q; q++) {
+        const qtts_tensor *es = sums[q], *cu = usages[q];
         float *usage_owned;
         const float *usage = tmp_f32(cu, &usage_owned, err);
         if (!usage) return err->status;

@@ -677,6 +677,14 @@ static void test_load_errors(void) {
     CHECK(qtts_codec_decoder_load(DEFAULT_MODEL, &bad, &d, &err) != QTTS_OK &&
               strstr(err.msg, "rvq_rest.vq.layers"),
           "extra quantizer accepted: %s", err.msg);
+    /* a codebook size the file does not have is refused by the shape
+     * check, before the codebook table (here 16 * 2048 * 2^19 floats, 64
+     * GiB) is sized from it */
+    bad = cfg;
+    bad.codec.codebook_dim = 1 << 20;
+    CHECK(qtts_codec_decoder_load(DEFAULT_MODEL, &bad, &d, &err) == QTTS_ERR_FORMAT &&
+              strstr(err.msg, "_codebook.embedding_sum"),
+          "huge codebook_dim not refused by shape: %s", err.msg);
     bad = cfg;
     bad.codec.upsample_rates[0] += 1;
     CHECK(qtts_codec_decoder_load(DEFAULT_MODEL, &bad, &d, &err) == QTTS_ERR_FORMAT,
