@@ -15,6 +15,9 @@
 #   make fuzz-wav   libFuzzer (clang) on the WAV parser + resampler for FUZZ_TIME s
 #   make fuzz-http / fuzz-json   libFuzzer on the server's HTTP head parser /
 #                   JSON request validation for FUZZ_TIME s each (fuzz-server: both)
+#   make fuzz-st / fuzz-config / fuzz-voice / fuzz-tokenizer   libFuzzer on the
+#                   safetensors reader, the config reader, voice profiles and the
+#                   text tokenizer for FUZZ_TIME s each (fuzz-files: all four)
 #   make clean
 #
 # Every src/**/*.c goes into build/libqtts.a; every tests/unit/test_*.c is a
@@ -46,7 +49,7 @@ BIN      := $(BUILD)/qwen3-tts
 # `make` never leaves a stale one behind to be compared with a fresh one.
 BENCH_BIN := $(BUILD)/bench_kernels $(BUILD)/bench_codec $(BUILD)/bench_backend
 
-.PHONY: all test test-asan test-tsan test-some bench-kernels bench-codec check-arm check-isa-emu check-conv-emu fuzz-wav fuzz-http fuzz-json fuzz-server clean cuda test-cuda bench-cuda
+.PHONY: all test test-asan test-tsan test-some bench-kernels bench-codec check-arm check-isa-emu check-conv-emu fuzz-wav fuzz-http fuzz-json fuzz-server fuzz-st fuzz-config fuzz-voice fuzz-tokenizer fuzz-files clean cuda test-cuda bench-cuda
 all: $(BIN) $(BENCH_BIN)
 
 # Per-ISA kernel files (src/kernels/kernels_<isa>.c) are the only objects
@@ -200,6 +203,51 @@ fuzz-json: $(FUZZ_BUILD)/fuzz_json_request
 	$< $(FUZZ_OPTS) $(FUZZ_BUILD)/corpus-json tests/fuzz/corpus/json_request
 
 fuzz-server: fuzz-http fuzz-json
+
+# Model-file and text parsers: the parser under test is built with the
+# fuzzer's coverage and sanitizers; what it calls beyond that (allocation,
+# half floats, the thread pool) comes from the normal library build.
+FUZZ_LIBS = $(LIB) $(LDLIBS)
+
+$(FUZZ_BUILD)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c src/io/safetensors.c src/base/json.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_safetensors.c src/io/safetensors.c \
+	    src/base/json.c $(FUZZ_LIBS)
+
+$(FUZZ_BUILD)/fuzz_config: tests/fuzz/fuzz_config.c src/io/config.c src/base/json.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_config.c src/io/config.c src/base/json.c \
+	    $(FUZZ_LIBS)
+
+$(FUZZ_BUILD)/fuzz_voice: tests/fuzz/fuzz_voice.c src/engine/voice.c src/io/safetensors.c \
+                          src/base/json.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_voice.c src/engine/voice.c \
+	    src/io/safetensors.c src/base/json.c $(FUZZ_LIBS)
+
+$(FUZZ_BUILD)/fuzz_tokenizer: tests/fuzz/fuzz_tokenizer.c src/model/tokenizer.c \
+                              src/model/tokenizer_unicode.c src/base/json.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_tokenizer.c src/model/tokenizer.c \
+	    src/model/tokenizer_unicode.c src/base/json.c $(FUZZ_LIBS)
+
+fuzz-st: $(FUZZ_BUILD)/fuzz_safetensors
+	@mkdir -p $(FUZZ_BUILD)/corpus-st
+	$< $(FUZZ_OPTS) -dict=tests/fuzz/safetensors.dict $(FUZZ_BUILD)/corpus-st tests/fuzz/corpus/safetensors
+
+fuzz-config: $(FUZZ_BUILD)/fuzz_config
+	@mkdir -p $(FUZZ_BUILD)/corpus-config
+	$< $(FUZZ_OPTS) -dict=tests/fuzz/config.dict $(FUZZ_BUILD)/corpus-config tests/fuzz/corpus/config
+
+fuzz-voice: $(FUZZ_BUILD)/fuzz_voice
+	@mkdir -p $(FUZZ_BUILD)/corpus-voice
+	$< $(FUZZ_OPTS) -dict=tests/fuzz/safetensors.dict $(FUZZ_BUILD)/corpus-voice tests/fuzz/corpus/voice
+
+fuzz-tokenizer: $(FUZZ_BUILD)/fuzz_tokenizer
+	@mkdir -p $(FUZZ_BUILD)/corpus-tokenizer
+	$< $(FUZZ_OPTS) $(FUZZ_BUILD)/corpus-tokenizer tests/fuzz/corpus/tokenizer
+
+fuzz-files: fuzz-st fuzz-config fuzz-voice fuzz-tokenizer
 
 clean:
 	rm -rf build build-asan build-tsan build-arm $(FUZZ_BUILD) $(CUDA_BUILD)
