@@ -469,13 +469,14 @@ static int cmd_synth(int argc, char **argv) {
 
 static void usage_voice(FILE *f) {
     fputs("usage: qwen3-tts voice create -m MODEL_DIR --ref-audio FILE [--ref-text TEXT]\n"
-          "                              [--x-vector-only] [--language NAME] -o PROFILE\n"
+          "                              [--x-vector-only] [--language NAME] [-q] -o PROFILE\n"
           "       qwen3-tts voice info   -m MODEL_DIR PROFILE...\n"
           "       qwen3-tts voice list   -m MODEL_DIR DIR\n"
           "\n"
           "A profile stores the speaker embedding (and, with --ref-text, the reference codes\n"
           "and transcript for in-context cloning), so a voice is cloned once and reused with\n"
-          "'qwen3-tts synth --voice PROFILE'. info/list check each profile against the model.\n",
+          "'qwen3-tts synth --voice PROFILE'. info/list check each profile against the model.\n"
+          "create prints the new profile's summary; -q, --quiet prints nothing but errors.\n",
           f);
 }
 
@@ -500,7 +501,7 @@ static int cmd_voice(int argc, char **argv) {
     if (strcmp(verb, "create") && strcmp(verb, "info") && strcmp(verb, "list"))
         die("voice: unknown command '%s' (create, info, list)", verb);
     const char *model = NULL, *ref_audio = NULL, *ref_text = NULL, *lang = NULL, *out = NULL;
-    bool xvec_only = false;
+    bool xvec_only = false, quiet = false;
     const char *paths[256];
     int n_paths = 0;
     for (int i = 2; i < argc; i++) {
@@ -513,6 +514,7 @@ static int cmd_voice(int argc, char **argv) {
         else if (!strcmp(a, "--x-vector-only")) xvec_only = true;
         else if (!strcmp(a, "-l") || !strcmp(a, "--language")) lang = NEXT();
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) out = NEXT();
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
         else if (a[0] == '-' && a[1]) die("voice %s: unknown option '%s'", verb, a);
         else if (n_paths < 256) paths[n_paths++] = a;
         else die("voice %s: too many files", verb);
@@ -532,7 +534,7 @@ static int cmd_voice(int argc, char **argv) {
             die("%s: %s", ref_audio, err.msg);
         free(abuf);
         if (qtts_voice_save(v, out, &err)) die("%s", err.msg);
-        print_voice(out, v);
+        if (!quiet) print_voice(out, v);
         qtts_voice_free(v);
     } else if (!strcmp(verb, "info")) {
         if (!n_paths) die("voice info: give one or more profile files");

@@ -366,6 +366,10 @@ static void test_cli(void) {
     rc = run(out, sizeof out, cmd);
     CHECK(rc == 0 && strstr(out, "x-vector only") && strstr(out, "german"), "voice create: %d %s", rc,
           out);
+    snprintf(cmd, sizeof cmd, "%s voice create -m %s --ref-audio %s -q -o %s/q.voice && test -s %s/q.voice",
+             bin, m, a, dir, dir);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 0 && !out[0], "voice create -q: %d '%s'", rc, out);
     snprintf(cmd, sizeof cmd, "%s voice list -m %s %s", bin, m, dir);
     rc = run(out, sizeof out, cmd);
     CHECK(rc == 0 && strstr(out, "v.voice") && strstr(out, "x.voice") && strstr(out, "in-context"),
