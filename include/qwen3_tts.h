@@ -79,6 +79,12 @@ typedef struct {
      * x86 AVX512-BF16 or AArch64 BF16:
      * QTTS_ERR_UNSUPPORTED elsewhere). Lossy: docs/QUANT.md. */
     const char *codec;
+    /* Scan every float weight (model.safetensors and
+     * speech_tokenizer/model.safetensors) for NaN and infinity at open and
+     * refuse the model naming the tensor (QTTS_ERR_FORMAT). Reads all the
+     * weights once; off by default, when a bad value shows up instead as a
+     * QTTS_ERR_NUMERIC failure of the first request it reaches. */
+    bool check_weights;
 } qtts_engine_options;
 
 void qtts_engine_options_init(qtts_engine_options *o);

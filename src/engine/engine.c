@@ -145,6 +145,23 @@ void qtts_engine_options_init(qtts_engine_options *o) {
     o->backend = "cpu";
 }
 
+/* options.check_weights: both weight files scanned before anything is
+ * loaded from them (the pages read stay cached for the load). */
+static qtts_status check_weights(const char *dir, qtts_err *err) {
+    char sub[4096];
+    if (!qtts_path_join(sub, sizeof sub, dir, "speech_tokenizer"))
+        return qtts_fail(err, QTTS_ERR_INVALID, "%s: model directory path too long", dir);
+    const char *const dirs[2] = {dir, sub};
+    for (int i = 0; i < 2; i++) {
+        qtts_st_set *s = NULL;
+        qtts_status st = qtts_st_set_open(dirs[i], "model", &s, err);
+        if (!st) st = qtts_st_set_check_finite(s, err);
+        qtts_st_set_close(s);
+        if (st) return st;
+    }
+    return QTTS_OK;
+}
+
 qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, qtts_engine **out,
                              qtts_err *err) {
     *out = NULL;
@@ -179,6 +196,7 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
         goto fail;
     }
     if ((st = qtts_config_load(dir, &e->cfg, err))) goto fail;
+    if (opts->check_weights && (st = check_weights(dir, err))) goto fail;
     if ((st = qtts_tokenizer_load(dir, &e->tok, err))) goto fail;
     /* The codec first: its load-time peak (mapped pages + packed copies)
      * is over before the talker's weights are read (a quantized file's

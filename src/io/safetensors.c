@@ -935,6 +935,49 @@ const float *qtts_tensor_f32(const qtts_tensor *t, float **owned) {
     return *owned = v;
 }
 
+/* Index of the first non-finite element of a float tensor, or -1. The
+ * test is on the exponent bits (all ones: infinity or NaN), so nothing is
+ * converted; elements are read bytewise (the data need not be aligned). */
+static int64_t first_non_finite(const qtts_tensor *t) {
+    const unsigned char *p = t->data;
+    switch (t->dtype) {
+    case QTTS_DT_F32:
+        for (uint64_t i = 0; i < t->numel; i++)
+            if ((p[4 * i + 3] & 0x7f) == 0x7f && (p[4 * i + 2] & 0x80)) return (int64_t)i;
+        return -1;
+    case QTTS_DT_BF16:
+        for (uint64_t i = 0; i < t->numel; i++)
+            if ((p[2 * i + 1] & 0x7f) == 0x7f && (p[2 * i] & 0x80)) return (int64_t)i;
+        return -1;
+    case QTTS_DT_F16:
+        for (uint64_t i = 0; i < t->numel; i++)
+            if ((p[2 * i + 1] & 0x7c) == 0x7c) return (int64_t)i;
+        return -1;
+    default:
+        return -1;   /* integers; Q8_0/Q4_0 scales are checked at open */
+    }
+}
+
+qtts_status qtts_st_set_check_finite(const qtts_st_set *s, qtts_err *err) {
+    for (size_t i = 0; i < s->n; i++) {
+        const qtts_tensor *t = s->all[i];
+        const int64_t at = first_non_finite(t);
+        if (at < 0) continue;
+        float v;
+        if (t->dtype == QTTS_DT_F32) {
+            memcpy(&v, (const unsigned char *)t->data + 4 * at, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, (const unsigned char *)t->data + 2 * at, 2);
+            v = t->dtype == QTTS_DT_BF16 ? qtts_bf16_to_f32(h) : qtts_f16_to_f32(h);
+        }
+        return qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: non-finite value (%s) at element %lld",
+                         qtts_st_path(s->files[s->file_of[i]]), t->name,
+                         v != v ? "nan" : v > 0 ? "+inf" : "-inf", (long long)at);
+    }
+    return QTTS_OK;
+}
+
 void qtts_tensor_to_f32(const qtts_tensor *t, float *out) {
     const unsigned char *p = t->data;
     switch (t->dtype) {

@@ -106,6 +106,12 @@ const char *qtts_st_set_path(const qtts_st_set *s);
 /* A "__metadata__" value of the set's first file, or NULL. */
 const char *qtts_st_set_metadata(const qtts_st_set *s, const char *key);
 
+/* Scan every F32/F16/BF16 tensor of the set for infinities and NaNs (the
+ * reader does not look at values; safetensors files may hold any bits).
+ * QTTS_ERR_FORMAT naming the file, the tensor and the first such element.
+ * Reads every byte of those tensors: opt-in (--check-weights). */
+qtts_status qtts_st_set_check_finite(const qtts_st_set *s, qtts_err *err);
+
 /* Drop the resident pages of t's data from this process (madvise
  * MADV_DONTNEED on the whole pages inside its byte range): for a tensor
  * that was copied or converted at load and is not read again. The

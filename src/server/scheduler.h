@@ -81,6 +81,7 @@ typedef struct {
     const char *backend;          /* qtts_engine_options.backend (NULL: cpu) */
     const char *quant;            /* talker and code predictor at load: NULL, "int8", "int4" */
     const char *codec;            /* the codec's convolutions: NULL, "fp32", "bf16" */
+    bool check_weights;           /* qtts_engine_options.check_weights */
     /* Called on the worker thread when the model is loaded (or failed to
      * load), possibly before qtts_sched_new has returned (hence the
      * scheduler argument): the server uses it to wake its accept loop. */

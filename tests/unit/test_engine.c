@@ -15,6 +15,7 @@
  * clear message and a non-zero exit, never a crash.
  */
 #include <dirent.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <errno.h>
 #include <sys/stat.h>
@@ -282,6 +283,62 @@ static void test_codec_option(void) {
           "codec bf16 on cuda: %s", err.msg);
 }
 
+/* options.check_weights: a NaN in one bf16 weight of a copy of the cv06
+ * fixture (every other file symlinked) refuses the model at open, naming
+ * file, tensor and element; without the option the model opens (the value
+ * surfaces as a numeric failure of a request instead); the clean fixture
+ * passes the scan. */
+static void test_check_weights_option(void) {
+    char dir[128], path[256], cmd[1024 + PATH_MAX], src[PATH_MAX];
+    snprintf(dir, sizeof dir, "/tmp/qtts_test_checkw_%d", (int)getpid());
+    REQUIRE(realpath(MODELS "/cv06", src), "realpath");
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s && mkdir -p %s && for f in %s/*; do [ \"$(basename $f)\" = "
+             "model.safetensors ] || ln -s \"$(realpath $f)\" %s/; done",
+             dir, dir, src, dir);
+    REQUIRE(system(cmd) == 0, "%s", cmd);
+    FILE *f = fopen(MODELS "/cv06/model.safetensors", "rb");
+    REQUIRE(f, "open the fixture");
+    fseek(f, 0, SEEK_END);
+    const long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)size);
+    REQUIRE(buf && fread(buf, 1, (size_t)size, f) == (size_t)size, "read the fixture");
+    fclose(f);
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++) hlen |= (uint64_t)buf[i] << (8 * i);
+    qtts_err jerr;
+    qtts_json *h = qtts_json_parse((const char *)buf + 8, (size_t)hlen, NULL, "header", &jerr);
+    REQUIRE(h, "%s", jerr.msg);
+    const char *name = "talker.model.layers.0.mlp.down_proj.weight";
+    const qtts_json *t = qtts_json_get(h, name), *offs = t ? qtts_json_get(t, "data_offsets") : NULL;
+    REQUIRE(offs && offs->count == 2 && !strcmp(qtts_json_get_str(t, "dtype"), "BF16"), "tensor entry");
+    const size_t at = 8 + (size_t)hlen + (size_t)offs->items[0]->integer + 2 * 5;   /* element 5 */
+    qtts_json_free(h);
+    buf[at] = 0xc0, buf[at + 1] = 0x7f;   /* bf16 NaN */
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    f = fopen(path, "wb");
+    REQUIRE(f && fwrite(buf, 1, (size_t)size, f) == (size_t)size && !fclose(f), "write the copy");
+    free(buf);
+
+    qtts_engine_options o;
+    qtts_engine_options_init(&o);
+    qtts_engine *eng = NULL;
+    qtts_error err;
+    CHECK(qtts_engine_open(dir, &o, &eng, &err) == QTTS_OK, "without the check: %s", err.msg);
+    qtts_engine_close(eng);
+    eng = NULL;
+    o.check_weights = true;
+    CHECK(qtts_engine_open(dir, &o, &eng, &err) == QTTS_ERR_FORMAT && !eng &&
+              strstr(err.msg, "model.safetensors: tensor talker.model.layers.0.mlp.down_proj.weight: "
+                              "non-finite value (nan) at element 5"),
+          "with the check: %s", err.msg);
+    CHECK(qtts_engine_open(MODELS "/cv06", &o, &eng, &err) == QTTS_OK, "clean fixture: %s", err.msg);
+    qtts_engine_close(eng);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
 /* ==== CLI ================================================================== */
 
 static char tmpdir[256];
@@ -475,6 +532,7 @@ int main(void) {
     TEST_RUN(test_goldens_vd17);
     TEST_RUN(test_api_errors);
     TEST_RUN(test_codec_option);
+    TEST_RUN(test_check_weights_option);
     TEST_RUN(test_cli_codes_roundtrip);
     TEST_RUN(test_cli_bad_input);
     TEST_RUN(test_cli_lists);

@@ -508,6 +508,59 @@ static void test_set_single_and_expect(void) {
           "no files: %s", err.msg);
 }
 
+/* qtts_st_set_check_finite: each float dtype's NaN and infinities are
+ * found and named; the largest finite values, subnormals and integer
+ * tensors (any bits) are not flagged. */
+#define FIN_HDR                                                                    \
+    "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]},"              \
+    "\"b\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[12,18]},"             \
+    "\"c\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[18,24]},"              \
+    "\"d\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[24,32]}}"
+
+static void test_check_finite(void) {
+    /* a: FLT_MAX, -FLT_MAX, the smallest subnormal; b: bf16 max, -max, 1;
+     * c: half max (65504), -max, a subnormal; d: int32 0x7f800000 twice */
+    const unsigned char clean[32] = {0xff, 0xff, 0x7f, 0x7f, 0xff, 0xff, 0x7f, 0xff, 1, 0, 0, 0,
+                                     0x7f, 0x7f, 0x7f, 0xff, 0x80, 0x3f,
+                                     0xff, 0x7b, 0xff, 0xfb, 1, 0,
+                                     0, 0, 0x80, 0x7f, 0, 0, 0x80, 0x7f};
+    static const struct {
+        int at;              /* byte to change */
+        unsigned char v[4];
+        int n;
+        const char *want;
+    } bad[] = {
+        {4, {0, 0, 0xc0, 0x7f}, 4, "tensor a: non-finite value (nan) at element 1"},
+        {8, {0, 0, 0x80, 0x7f}, 4, "tensor a: non-finite value (+inf) at element 2"},
+        {12, {0x80, 0xff}, 2, "tensor b: non-finite value (-inf) at element 0"},
+        {16, {0xc1, 0x7f}, 2, "tensor b: non-finite value (nan) at element 2"},
+        {20, {0x00, 0x7c}, 2, "tensor c: non-finite value (+inf) at element 1"},
+        {22, {0x01, 0xfe}, 2, "tensor c: non-finite value (nan) at element 2"},
+    };
+    char d[256];
+    make_dir(d, sizeof d, "finite");
+    qtts_err err = {0};
+    qtts_st_set *s = NULL;
+    write_st_in(d, "model.safetensors", FIN_HDR, clean, sizeof clean);
+    qtts_status st_ = qtts_st_set_open(d, "model", &s, &err);
+    REQUIRE(st_ == QTTS_OK, "%s", err.msg);
+    CHECK(qtts_st_set_check_finite(s, &err) == QTTS_OK, "clean file flagged: %s", err.msg);
+    qtts_st_set_close(s);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        unsigned char data[32];
+        memcpy(data, clean, sizeof data);
+        memcpy(data + bad[i].at, bad[i].v, (size_t)bad[i].n);
+        write_st_in(d, "model.safetensors", FIN_HDR, data, sizeof data);
+        s = NULL;
+        st_ = qtts_st_set_open(d, "model", &s, &err);
+        REQUIRE(st_ == QTTS_OK, "%s", err.msg);
+        CHECK(qtts_st_set_check_finite(s, &err) == QTTS_ERR_FORMAT && strstr(err.msg, bad[i].want) &&
+                  strstr(err.msg, "finite/model.safetensors"),
+              "case %zu: %s", i, err.msg);
+        qtts_st_set_close(s);
+    }
+}
+
 static void test_set_shards(void) {
     char d[256];
     make_dir(d, sizeof d, "sharded");
@@ -966,6 +1019,7 @@ int main(void) {
     TEST_RUN(test_truncations);
     TEST_RUN(test_mutations);
     TEST_RUN(test_set_single_and_expect);
+    TEST_RUN(test_check_finite);
     TEST_RUN(test_set_shards);
     TEST_RUN(test_index_rejections);
     TEST_RUN(test_tiny_models);
