@@ -53,12 +53,12 @@
 #include "engine_internal.h"
 #include "voice.h"
 
-/* Text longer than this is refused before tokenization (about 30 minutes of
- * speech); callers with tighter budgets (the server) check their own. */
 /* The config reader refuses any other codebook count, so every frame the
  * engine stores and hands out holds exactly the public API's 16 codes. */
 _Static_assert(QTTS_CODE_GROUPS == QTTS_NUM_CODEBOOKS, "codes per frame");
 
+/* Text longer than this is refused before tokenization (about 30 minutes of
+ * speech); callers with tighter budgets (the server) check their own. */
 #define QTTS_MAX_TEXT_BYTES (64u * 1024u)
 #define QTTS_MAX_INSTRUCT_BYTES (16u * 1024u)
 

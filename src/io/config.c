@@ -22,11 +22,11 @@
  * unique ignoring ASCII case (lookups ignore case); at most QTTS_MAX_LANGS
  * languages and QTTS_MAX_SPEAKERS speakers.
  * Semantics the engine does not implement are refused rather than ignored:
- * num_code_groups other than QTTS_CODE_GROUPS, hidden_act other than silu, rope_scaling other than the default M-RoPE
- * (whose sections must sum to head_dim/2); for the codec's encoder_config
- * see config.h. Across files, the codec must
- * consume num_code_groups codes from codebooks of the code predictor's
- * vocabulary size.
+ * num_code_groups other than QTTS_CODE_GROUPS, hidden_act other than silu,
+ * rope_scaling other than the default M-RoPE (whose sections must sum to
+ * head_dim/2); for the codec's encoder_config see config.h. Across files,
+ * the codec must consume num_code_groups codes from codebooks of the code
+ * predictor's vocabulary size.
  */
 #include "config.h"
 
