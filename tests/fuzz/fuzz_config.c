@@ -47,6 +47,18 @@ static void put(const char *name, const void *p, size_t n) {
     }
 }
 
+/* The temporary directory goes when libFuzzer exits (it calls exit). */
+static void cleanup(void) {
+    char path[256];
+    for (int i = 2; i >= 0; i--) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/speech_tokenizer", dir);
+    rmdir(path);
+    rmdir(dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
@@ -57,6 +69,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         fprintf(stderr, "fuzz_config: cannot make a temporary directory\n");
         exit(1);
     }
+    atexit(cleanup);
     for (int m = 0; m < 2; m++)
         for (int i = 0; i < 3; i++) {
             char path[256];
