@@ -485,15 +485,34 @@ static void usage_voice(FILE *f) {
           f);
 }
 
+/* s on stdout with its control characters (C0, DEL, C1) as \u00XX: a
+ * profile's strings come from a file, and printed raw one could drive the
+ * terminal. */
+static void put_clean(const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) printf("\\u%04x", *p);
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) printf("\\u%04x", *++p);
+        else putchar(*p);
+    }
+}
+
 static void print_voice(const char *path, const qtts_voice *v) {
     qtts_voice_info vi;
     qtts_voice_get_info(v, &vi);
-    printf("%s: version %d, %s, model %s %s, x-vector %d", path, vi.version,
-           vi.in_context ? "in-context" : "x-vector only", vi.model_type, vi.model_size,
-           vi.xvector_dim);
+    printf("%s: version %d, %s, model ", path, vi.version,
+           vi.in_context ? "in-context" : "x-vector only");
+    put_clean(vi.model_type);
+    putchar(' ');
+    put_clean(vi.model_size);
+    printf(", x-vector %d", vi.xvector_dim);
     if (vi.in_context) printf(", %d reference frames (%.2f s)", vi.ref_frames, vi.ref_frames / 12.5);
-    printf(", language %s", vi.language ? vi.language : "auto");
-    if (vi.ref_text) printf(", text \"%s\"", vi.ref_text);
+    printf(", language ");
+    put_clean(vi.language ? vi.language : "auto");
+    if (vi.ref_text) {
+        printf(", text \"");
+        put_clean(vi.ref_text);
+        putchar('"');
+    }
     putchar('\n');
 }
 

@@ -88,8 +88,11 @@ const char *qtts_json_type_name(qtts_json_type t);
 bool qtts_utf8_valid(const char *s, size_t len, size_t *bad_at);
 
 /* Append s (len bytes of valid UTF-8) as a quoted, escaped JSON string to
- * out (cap bytes, NUL-terminated). Returns the number of bytes that would
- * have been written (like snprintf). */
+ * out (cap bytes, NUL-terminated). Every control character is escaped: C0
+ * and DEL as JSON requires, and the C1 range U+0080..U+009F too, so the
+ * result is also safe to print on a terminal (at most 6 bytes per input
+ * byte). Returns the number of bytes that would have been written (like
+ * snprintf). */
 size_t qtts_json_escape(char *out, size_t cap, const char *s, size_t len);
 
 #endif

@@ -13,7 +13,8 @@
  *   3. map the file PROT_READ/MAP_PRIVATE; header[0] == '{'; header is
  *      valid UTF-8; header is strict JSON (json.h: duplicate keys rejected)
  *      within the caps below (tensor count, array and string sizes);
- *   4. per entry, in document order: exactly the fields dtype/shape/
+ *   4. per entry, in document order: a name (and a __metadata__ key)
+ *      without control characters; exactly the fields dtype/shape/
  *      data_offsets; dtype in the whitelist; rank <= 8; dims and offsets
  *      non-negative integers < 2^53; begin <= end; numel and nbytes by
  *      checked multiplication; end - begin == nbytes;
@@ -161,6 +162,20 @@ static int range_cmp(const void *a, const void *b) {
     return 0;
 }
 
+/* A control character (C0, DEL, or C1 as UTF-8 C2 80..C2 9F) in s[0..len):
+ * no tensor name or metadata key has one, and printed to a terminal (by
+ * inspect, in error messages) one could drive it. */
+static bool has_control(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) return true;
+        if (c == 0xc2 && i + 1 < len && (unsigned char)s[i + 1] >= 0x80 &&
+            (unsigned char)s[i + 1] <= 0x9f)
+            return true;
+    }
+    return false;
+}
+
 static int tensor_name_cmp(const void *a, const void *b) {
     return strcmp(((const qtts_tensor *)a)->name, ((const qtts_tensor *)b)->name);
 }
@@ -173,6 +188,9 @@ static qtts_status check_entry(const char *path, const char *k, size_t klen, con
                                uint64_t *begin, uint64_t *end, qtts_err *err) {
     char qn[QBUF];
     quote(qn, QBUF, k, klen);
+    if (has_control(k, klen))
+        return qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: name contains a control character",
+                         path, qn);
     if (v->type != QTTS_JSON_OBJECT)
         return qtts_fail(err, QTTS_ERR_FORMAT, "%s: tensor %s: entry must be an object, not %s",
                          path, qn, qtts_json_type_name(v->type));
@@ -447,6 +465,13 @@ static qtts_status parse_header(qtts_st_file *f, const char *hdr, size_t n, qtts
                 goto out;
             }
             for (size_t j = 0; j < m->count; j++, f->n_meta++) {
+                if (has_control(m->keys[j], m->key_lens[j])) {
+                    char qk[QBUF];
+                    st = qtts_fail(err, QTTS_ERR_FORMAT,
+                                   "%s: __metadata__ key %s contains a control character", path,
+                                   quote(qk, QBUF, m->keys[j], m->key_lens[j]));
+                    goto out;
+                }
                 f->meta[2 * j] = qtts_strdup(m->keys[j]);
                 f->meta[2 * j + 1] = qtts_strdup(m->items[j]->str);
                 if (!f->meta[2 * j] || !f->meta[2 * j + 1]) {

@@ -10,8 +10,8 @@
  * keep what the loaders rely on (reliability goals rows 1-3): every
  * tensor's bytes lie inside the file after the header, their count is its
  * element count times its dtype size (or the quantized row bytes), rank
- * and dims are in range, names are NUL-terminated and found again by
- * qtts_st_find. The harness then reads the first and the last byte of
+ * and dims are in range, names are NUL-terminated, free of control
+ * characters and found again by qtts_st_find. The harness then reads the first and the last byte of
  * every tensor (a range outside the mapping faults) and converts small
  * float tensors to f32.
  *
@@ -95,6 +95,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < n; i++) {
         const qtts_tensor *t = qtts_st_at(f, i);
         if (!t || !t->name || qtts_st_find(f, t->name) != t) __builtin_trap();
+        for (const unsigned char *c = (const unsigned char *)t->name; *c; c++)
+            if (*c < 0x20 || *c == 0x7f || (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f))
+                __builtin_trap();   /* a control character in an accepted name */
         if (i && strcmp(qtts_st_at(f, i - 1)->name, t->name) >= 0) __builtin_trap();
         if (t->rank < 0 || t->rank > QTTS_MAX_RANK) __builtin_trap();
         uint64_t numel = 1;

@@ -370,6 +370,16 @@ static void test_cli(void) {
              bin, m, a, dir, dir);
     rc = run(out, sizeof out, cmd);
     CHECK(rc == 0 && !out[0], "voice create -q: %d '%s'", rc, out);
+    /* a transcript with terminal controls is kept, and printed escaped */
+    snprintf(cmd, sizeof cmd,
+             "%s synth -m %s --ref-audio %s --ref-text \"$(printf 'Hi\\033[31m there\\007.')\" "
+             "--text 'Good day.' --max-frames 3 -q -o %s/e.wav --save-voice %s/e.voice && "
+             "%s voice info -m %s %s/e.voice",
+             bin, m, a, dir, dir, bin, m, dir);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 0 && strstr(out, "text \"Hi\\u001b[31m there\\u0007.\"") && !strchr(out, 0x1b) &&
+              !strchr(out, 0x07),
+          "voice info with controls in the transcript: %d %s", rc, out);
     snprintf(cmd, sizeof cmd, "%s voice list -m %s %s", bin, m, dir);
     rc = run(out, sizeof out, cmd);
     CHECK(rc == 0 && strstr(out, "v.voice") && strstr(out, "x.voice") && strstr(out, "in-context"),

@@ -335,6 +335,15 @@ static void test_escape(void) {
     REQUIRE(j && j->type == QTTS_JSON_STRING, "%s", err.msg);
     CHECK(j->str_len == sizeof in - 1 && !memcmp(j->str, in, j->str_len), "round trip");
     qtts_json_free(j);
+    /* C1 controls (U+0080..U+009F, here CSI U+009B) and DEL are escaped
+     * too, so no quoted value can drive a terminal; U+00A0 is not */
+    const char c1[] = "x\xc2\x9b" "31m\x7f\xc2\xa0";
+    n = qtts_json_escape(out, sizeof out, c1, sizeof c1 - 1);
+    CHECK(!strcmp(out, "\"x\\u009b31m\\u007f\xc2\xa0\"") && n == strlen(out), "C1: %s", out);
+    j = qtts_json_parse(out, n, NULL, "rt", &err);
+    REQUIRE(j && j->type == QTTS_JSON_STRING, "%s", err.msg);
+    CHECK(j->str_len == sizeof c1 - 1 && !memcmp(j->str, c1, j->str_len), "C1 round trip");
+    qtts_json_free(j);
     /* truncation: like snprintf */
     char small[5];
     n = qtts_json_escape(small, sizeof small, "abcdef", 6);

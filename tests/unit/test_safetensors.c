@@ -210,6 +210,8 @@ typedef struct {
     qtts_status status;
 } st_case;
 
+/* one U8 [1] tensor named name (JSON source text) */
+#define T1x(name) "{\"" name "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}"
 #define T1(dt, shape, b, e) "{\"t\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":[" b "," e "]}}"
 
 static const st_case st_cases[] = {
@@ -302,6 +304,13 @@ static const st_case st_cases[] = {
     {"metadata_null", "{\"__metadata__\":null}", 0, 0, "__metadata__", QTTS_ERR_FORMAT},
     {"header_huge_number", T1("U8", "[1e400]", "0", "1"), 0, 1, "out of range", QTTS_ERR_FORMAT},
     {"header_nul_byte", "{\"t\0\":1}", 9, 0, "control character", QTTS_ERR_FORMAT},
+    /* names that would drive a terminal when listed (inspect) or quoted */
+    {"name_escape", T1x("a\\u001b[31m"), 0, 1, "name contains a control character", QTTS_ERR_FORMAT},
+    {"name_bell", T1x("a\\u0007"), 0, 1, "name contains a control character", QTTS_ERR_FORMAT},
+    {"name_del", T1x("a\\u007f"), 0, 1, "name contains a control character", QTTS_ERR_FORMAT},
+    {"name_c1_csi", T1x("a\xc2\x9b" "31m"), 0, 1, "name contains a control character", QTTS_ERR_FORMAT},
+    {"metadata_key_newline", "{\"__metadata__\":{\"a\\nb\":\"x\"}}", 0, 0,
+     "__metadata__ key \"a\\nb\" contains a control character", QTTS_ERR_FORMAT},
 };
 
 static void check_reject(const char *path, qtts_status want, const char *keyword, const char *label) {
