@@ -85,6 +85,8 @@ def run_case(args, base, work, f, path, old, new):
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
         except subprocess.TimeoutExpired:
             return "hang (over %d s)" % args.timeout
+        except OSError as e:
+            return "cannot run %s: %s" % (args.bin, e)
         err = r.stderr
         if r.returncode < 0:
             return "signal %d: %s" % (-r.returncode, err[-400:])
