@@ -11,8 +11,9 @@
  * to a private temporary directory, so the reader opens and sizes real
  * files. A refusal must carry a message; an accepted config must hold what
  * the model loaders rely on without checking again: sizes and counts in
- * range, every token id inside its vocabulary, names NUL-terminated,
- * 16 codebooks per frame, sampling parameters finite and in range.
+ * range, every token id inside its vocabulary, names NUL-terminated
+ * without control characters, 16 codebooks per frame, sampling parameters
+ * finite and in range.
  *
  * Seeds: tests/fuzz/corpus/config (the fixtures' and the released 0.6B
  * CustomVoice model's files, each behind each selector byte).
@@ -83,9 +84,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* 1..63 bytes, NUL-terminated, no control character (C0, DEL, C1). */
 static bool name_ok(const char *s) {
     const size_t n = strnlen(s, QTTS_NAME_MAX);
-    return n >= 1 && n < QTTS_NAME_MAX;
+    if (n < 1 || n >= QTTS_NAME_MAX) return false;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        if (*c < 0x20 || *c == 0x7f || (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f))
+            return false;
+    return true;
 }
 
 static bool stack_ok(const qtts_stack_config *s) {

@@ -287,6 +287,8 @@ static const bad_cfg bad_cfgs[] = {
      F},
     {"speaker_name_control", 0, "\"serena\": 3066", 1, "\"ser\\nena\": 3066",
      "talker_config.spk_id.ser?ena: name contains a control character", F},
+    {"speaker_name_c1_csi", 0, "\"serena\": 3066", 1, "\"ser\xc2\x9b" "ena\": 3066",
+     "talker_config.spk_id.ser??ena: name contains a control character", F},
     {"speaker_case_duplicate", 0, "\"vivian\": 3065", 1, "\"SERENA\": 3065",
      "talker_config.spk_id.SERENA: duplicate name", F},
     {"language_case_duplicate", 0, "\"english\": 2050", 1, "\"Chinese\": 2050",
