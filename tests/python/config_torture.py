@@ -14,8 +14,8 @@ more, 2^20 (short) plus 1, 2, 3, 7, one less, half, double, 65535 and 2^31-1 (fu
 booleans get their own sets. The values that keep a config consistent with the weights reach the
 model code: ids, sampling parameters, norms' epsilons, RoPE settings, window sizes.
 
-Not a unit test (a few minutes per model); CI runs the short set on the CustomVoice fixture
-under ASan+UBSan. Prints each failure with the changed value, exits 1 if there was one.
+Not a unit test (a minute or two per model); CI runs the short set under ASan+UBSan on the
+CustomVoice fixture and on the Base fixture with in-context cloning. Prints each failure with the changed value, exits 1 if there was one.
 """
 import argparse
 import concurrent.futures
