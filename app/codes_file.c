@@ -20,6 +20,15 @@ int qtts_codes_write_frame(FILE *f, const int32_t codes[QTTS_NUM_CODEBOOKS]) {
     return fputc('\n', f) == EOF ? -1 : 0;
 }
 
+/* A byte of the file for a message: 'c' when printable ASCII, else its
+ * value (a control byte printed raw could drive the terminal). */
+static const char *show_byte(char c, char buf[8]) {
+    const unsigned char u = (unsigned char)c;
+    if (u >= 0x20 && u < 0x7f) snprintf(buf, 8, "'%c'", c);
+    else snprintf(buf, 8, "0x%02x", u);
+    return buf;
+}
+
 int qtts_codes_read(const char *path, int32_t **out, int *n_out, char *msg, size_t msglen) {
     *out = NULL;
     *n_out = 0;
@@ -65,12 +74,13 @@ int qtts_codes_read(const char *path, int32_t **out, int *n_out, char *msg, size
             codes = nc;
         }
         int k = 0;
+        char shown[8];
         while (1) {
             while (*p == ' ' || *p == '\t') p++;
             if (*p == '\n' || *p == '\r' || *p == 0) break;
             if (*p < '0' || *p > '9') {
-                snprintf(msg, msglen, "%s:%zu: expected a non-negative integer, found '%c'", path,
-                         lineno, *p);
+                snprintf(msg, msglen, "%s:%zu: expected a non-negative integer, found %s", path,
+                         lineno, show_byte(*p, shown));
                 rc = -1;
                 goto done;
             }
@@ -85,8 +95,8 @@ int qtts_codes_read(const char *path, int32_t **out, int *n_out, char *msg, size
                 }
             }
             if (*p && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-                snprintf(msg, msglen, "%s:%zu: unexpected character '%c' after a number", path,
-                         lineno, *p);
+                snprintf(msg, msglen, "%s:%zu: unexpected character %s after a number", path,
+                         lineno, show_byte(*p, shown));
                 rc = -1;
                 goto done;
             }

@@ -474,6 +474,18 @@ static void test_cli_bad_input(void) {
         rc = sh(msg, sizeof msg, "%s synth -m " MODELS "/cv06 --codes-in %s -o /dev/null", bin, p);
         CHECK(rc != 0 && rc < 128 && strlen(msg) > 0, "bad codes file %zu: exit %d '%s'", i, rc, msg);
     }
+    /* a control byte in a codes file is named by value, not echoed to the terminal */
+    {
+        char p[300];
+        snprintf(p, sizeof p, "%s/esc.codes", tmpdir);
+        FILE *f = fopen(p, "w");
+        REQUIRE(f, "tmp");
+        fputs("1 2 \033[31m\n", f);
+        fclose(f);
+        rc = sh(msg, sizeof msg, "%s synth -m " MODELS "/cv06 --codes-in %s -o /dev/null", bin, p);
+        CHECK(rc == 1 && strstr(msg, "found 0x1b") && !strchr(msg, 0x1b), "control byte: %d '%s'",
+              rc, msg);
+    }
 
     /* damaged model directories */
     struct {
