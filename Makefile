@@ -209,7 +209,8 @@ fuzz-server: fuzz-http fuzz-json
 # half floats, the thread pool) comes from the normal library build.
 FUZZ_LIBS = $(LIB) $(LDLIBS)
 
-$(FUZZ_BUILD)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c src/io/safetensors.c src/base/json.c $(LIB)
+$(FUZZ_BUILD)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_memfd.h src/io/safetensors.c \
+                                src/base/json.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_safetensors.c src/io/safetensors.c \
 	    src/base/json.c $(FUZZ_LIBS)
@@ -219,8 +220,8 @@ $(FUZZ_BUILD)/fuzz_config: tests/fuzz/fuzz_config.c src/io/config.c src/base/jso
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_config.c src/io/config.c src/base/json.c \
 	    $(FUZZ_LIBS)
 
-$(FUZZ_BUILD)/fuzz_voice: tests/fuzz/fuzz_voice.c src/engine/voice.c src/io/safetensors.c \
-                          src/base/json.c $(LIB)
+$(FUZZ_BUILD)/fuzz_voice: tests/fuzz/fuzz_voice.c tests/fuzz/fuzz_memfd.h src/engine/voice.c \
+                          src/io/safetensors.c src/base/json.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_voice.c src/engine/voice.c \
 	    src/io/safetensors.c src/base/json.c $(FUZZ_LIBS)

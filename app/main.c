@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "qwen3_tts.h"
+#include "base/base.h"
 #include "bench.h"
 #include "codes_file.h"
 #include "server/server.h"
@@ -489,10 +490,10 @@ static void usage_voice(FILE *f) {
  * profile's strings come from a file, and printed raw one could drive the
  * terminal. */
 static void put_clean(const char *s) {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f) printf("\\u%04x", *p);
-        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) printf("\\u%04x", *++p);
-        else putchar(*p);
+    for (size_t i = 0, n = strlen(s); i < n; i++) {
+        const int c = qtts_control_len(s + i, n - i);
+        if (c) printf("\\u%04x", (unsigned char)s[i += (size_t)c - 1]);
+        else putchar(s[i]);
     }
 }
 

@@ -78,6 +78,18 @@ qtts_status qtts_read_file(const char *path, size_t max_bytes, char **out_buf,
 /* Join dir and name into out (bounded); false if it does not fit. */
 bool qtts_path_join(char *out, size_t cap, const char *dir, const char *name);
 
+/* Bytes of the control character starting at s (left bytes remain, >= 1):
+ * 1 for C0 (< 0x20) or DEL, 2 for C1 (U+0080..U+009F, UTF-8 C2 80..C2 9F),
+ * 0 for anything else. The one definition behind every place that refuses
+ * or escapes text from a file or a client before it reaches a terminal. */
+static inline int qtts_control_len(const char *s, size_t left) {
+    const unsigned char c = (unsigned char)s[0];
+    if (c < 0x20 || c == 0x7f) return 1;
+    if (c == 0xc2 && left >= 2 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] <= 0x9f)
+        return 2;
+    return 0;
+}
+
 /* Monotonic clock in seconds. */
 double qtts_now(void);
 

@@ -871,8 +871,7 @@ size_t qtts_json_escape(char *out, size_t cap, const char *s, size_t len) {
             if (c < 0x20 || c == 0x7f) {
                 PUT('\\'); PUT('u'); PUT('0'); PUT('0');
                 PUT(hex[c >> 4]); PUT(hex[c & 15]);
-            } else if (c == 0xc2 && i + 1 < len && (unsigned char)s[i + 1] >= 0x80 &&
-                       (unsigned char)s[i + 1] <= 0x9f) {
+            } else if (qtts_control_len(s + i, len - i) == 2) {
                 const unsigned char c1 = (unsigned char)s[++i];   /* U+0080..U+009F */
                 PUT('\\'); PUT('u'); PUT('0'); PUT('0');
                 PUT(hex[c1 >> 4]); PUT(hex[c1 & 15]);

@@ -48,25 +48,19 @@ typedef struct {
     qtts_status st;   /* first failure; later calls do nothing */
 } rd;
 
-/* A C1 control (U+0080..U+009F) starts at s: its UTF-8 form C2 80..C2 9F. */
-static bool c1_at(const char *s) {
-    return (unsigned char)s[0] == 0xc2 && (unsigned char)s[1] >= 0x80 &&
-           (unsigned char)s[1] <= 0x9f;
-}
-
 /* Key names come from the file: at most 64 bytes of them are quoted, with
  * control characters (C0, DEL, C1: each of their bytes) replaced by '?',
  * so a message stays one short line and cannot drive a terminal. */
 static void clean_key(char *out, size_t cap, const char *key) {
     size_t n = 0;
     for (; n < 64 && n + 4 < cap && key[n]; n++) {
-        unsigned char ch = (unsigned char)key[n];
-        if (c1_at(key + n) && n + 1 < 64 && n + 5 < cap) {
+        const int c = qtts_control_len(key + n, strlen(key + n));
+        if (c == 2 && n + 1 < 64 && n + 5 < cap) {
             out[n++] = '?';
             out[n] = '?';
             continue;
         }
-        out[n] = (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
+        out[n] = c == 1 ? '?' : key[n];
     }
     /* do not end inside a UTF-8 sequence */
     if (key[n]) {
@@ -182,8 +176,7 @@ static bool name_ok(rd *r, const char *prefix, const char *what, const char *s, 
         return false;
     }
     for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f || (i + 1 < len && c1_at(s + i))) {
+        if (qtts_control_len(s + i, len - i)) {
             rfail(r, QTTS_ERR_FORMAT, prefix, what, "name contains a control character");
             return false;
         }

@@ -166,13 +166,8 @@ static int range_cmp(const void *a, const void *b) {
  * no tensor name or metadata key has one, and printed to a terminal (by
  * inspect, in error messages) one could drive it. */
 static bool has_control(const char *s, size_t len) {
-    for (size_t i = 0; i < len; i++) {
-        const unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f) return true;
-        if (c == 0xc2 && i + 1 < len && (unsigned char)s[i + 1] >= 0x80 &&
-            (unsigned char)s[i + 1] <= 0x9f)
-            return true;
-    }
+    for (size_t i = 0; i < len; i++)
+        if (qtts_control_len(s + i, len - i)) return true;
     return false;
 }
 
@@ -976,7 +971,7 @@ static int64_t first_non_finite(const qtts_tensor *t) {
         return -1;
     case QTTS_DT_F16:
         for (uint64_t i = 0; i < t->numel; i++)
-            if ((p[2 * i + 1] & 0x7c) == 0x7c) return (int64_t)i;
+            if (nonfinite_half(p + 2 * i)) return (int64_t)i;
         return -1;
     default:
         return -1;   /* integers; Q8_0/Q4_0 scales are checked at open */

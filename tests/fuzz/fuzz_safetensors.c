@@ -21,24 +21,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include "base/base.h"
 #include "io/safetensors.h"
 #include "kernels/quant.h"
+#include "fuzz_memfd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static bool write_all(int fd, const uint8_t *p, size_t n) {
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w <= 0) return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
 
 /* Bytes a tensor of this dtype and shape must hold. */
 static uint64_t expect_bytes(const qtts_tensor *t) {
@@ -66,12 +54,8 @@ static int span_cmp(const void *a, const void *b) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    int fd = memfd_create("fuzz.safetensors", MFD_CLOEXEC);
+    const int fd = fuzz_memfd("fuzz.safetensors", data, size);
     if (fd < 0) return 0;
-    if (!write_all(fd, data, size) || lseek(fd, 0, SEEK_SET) != 0) {
-        close(fd);
-        return 0;
-    }
     qtts_st_file *f = NULL;
     qtts_err err;
     memset(&err, 0, sizeof err);

@@ -20,10 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include "engine/voice.h"
+#include "fuzz_memfd.h"
 #include "io/config.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -43,20 +41,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    int fd = memfd_create("fuzz.voice", MFD_CLOEXEC);
+    const int fd = fuzz_memfd("fuzz.voice", data, size);
     if (fd < 0) return 0;
-    for (size_t off = 0; off < size;) {
-        ssize_t w = write(fd, data + off, size - off);
-        if (w <= 0) {
-            close(fd);
-            return 0;
-        }
-        off += (size_t)w;
-    }
-    if (lseek(fd, 0, SEEK_SET) != 0) {
-        close(fd);
-        return 0;
-    }
     qtts_voice *v = NULL;
     qtts_err err;
     memset(&err, 0, sizeof err);
