@@ -260,7 +260,8 @@ void qtts_thread_set_serial(bool serial);
  * qtts_synthesize). Sessions may join (start) and leave (finish/cancel)
  * between any two steps. Callbacks of the request fire from inside these
  * calls, on the calling thread: on_frame for each frame, on_audio for each
- * completed 300-frame window and, from finish, for the rest. A callback
+ * completed 300-frame window or streaming push (from qtts_session_decode
+ * instead with manual decoding, below) and, from finish, for the rest. A callback
  * returning non-zero fails only its own session (QTTS_ERR_CANCELLED). The
  * request (and the strings it points to) must stay valid until the session
  * is finished or cancelled. The sessions of one call are used by the
@@ -301,6 +302,27 @@ qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_error
 /* Drops an unfinished request (in any state); the session returns to idle.
  * NULL ok. */
 void qtts_session_cancel(qtts_session *s);
+
+/* Decoding on the caller's schedule. A step that completes a streaming
+ * push or a 300-frame window decodes it (reading the whole codec decoder,
+ * tens of ms per frame on a CPU) before it returns. With manual decoding
+ * set on a session (it stays set across requests) qtts_step_batch only
+ * generates: that audio is left due, and the caller decodes it with
+ * qtts_session_decode when it chooses, in pieces if it likes (a server
+ * admits a waiting request first). When the last frame is generated the
+ * rest of a stream is due too; qtts_session_finish decodes whatever is
+ * left. The samples, and their order, are the same bits either way. */
+void qtts_session_set_manual_decode(qtts_session *s, bool manual);
+
+/* Frames whose audio is due on a running or done session (0 otherwise). */
+int qtts_session_decode_due(const qtts_session *s);
+
+/* Decodes and delivers (on_audio) up to max_frames (<= 0: all) of the due
+ * frames; a 300-frame window (requests without stream_chunk_frames) goes
+ * whole. A failure fails the request, as in a step (finish reports it);
+ * on an already failed session it returns that failure, on an idle one
+ * QTTS_ERR_INVALID. err may be NULL. */
+qtts_status qtts_session_decode(qtts_session *s, int max_frames, qtts_error *err);
 
 /* Decode a [n_frames, 16] code matrix to PCM (chunked exactly like the
  * reference); the audio goes to on_audio. */

@@ -105,6 +105,8 @@ struct qtts_session {
     qtts_gen gen;                  /* generation state; its on_frame is on_gen_frame */
     int n_frames;                  /* frames stored in frames[] (reference frames included) */
     int decoded;                   /* frames already decoded and delivered */
+    bool manual_decode;            /* the caller decodes (qtts_session_decode); kept */
+    int due;                       /* manual: frames from `decoded` whose audio is due */
     size_t n_samples;
     double t0;
     char warning[256];             /* for qtts_result.warning */
@@ -489,15 +491,25 @@ static int on_gen_frame(void *user, int frame, const int32_t *codes) {
         s->cb_status = qtts_fail(&s->cb_err, QTTS_ERR_CANCELLED, "cancelled by the caller");
         return 1;
     }
+    /* With manual decoding the same audio falls due at the same frame, and
+     * the caller decodes it (qtts_session_decode). */
     if (s->stream_n) {
         /* pushes of first, 2 first, 4 first, ... frames, at most stream_n */
-        const int pending = s->n_frames - s->decoded;
+        const int pending = s->n_frames - s->decoded - s->due;
         if (pending >= s->stream_next) {
+            s->stream_next = QTTS_MIN(s->stream_n, 2 * pending);
+            if (s->manual_decode) {
+                s->due += pending;
+                return 0;
+            }
             s->cb_status = stream_push(s, pending, &s->cb_err);
             if (s->cb_status) return 1;
-            s->stream_next = QTTS_MIN(s->stream_n, 2 * pending);
         }
-    } else if (!s->hold_audio && s->n_frames - s->decoded == QTTS_CODEC_CHUNK) {
+    } else if (!s->hold_audio && s->n_frames - s->decoded - s->due == QTTS_CODEC_CHUNK) {
+        if (s->manual_decode) {
+            s->due += QTTS_CODEC_CHUNK;
+            return 0;
+        }
         s->cb_status = decode_deliver(s, s->decoded, s->n_frames, &s->cb_err);
         s->decoded = s->n_frames;
         if (s->cb_status) return 1;
@@ -558,6 +570,7 @@ static void session_reset(qtts_session *s) {
     s->skip_samples = 0;
     s->hold_audio = false;
     s->stream_n = s->stream_first = s->stream_next = 0;
+    s->due = 0;
     qtts_stretch_free(s->stretch);
     s->stretch = NULL;
     s->req = NULL;
@@ -755,6 +768,9 @@ static void session_after_step(qtts_session *s, const qtts_err *gen_err) {
         s->err = s->cb_status ? s->cb_err : *gen_err;
     } else if (!qtts_gen_active(&s->gen)) {
         s->state = SES_DONE;
+        /* a stream's last frames are due at once (finish would decode them
+         * in one piece); a window is decoded whole, at finish */
+        if (s->manual_decode && s->stream_n) s->due = s->n_frames - s->decoded;
     }
 }
 
@@ -854,6 +870,42 @@ void qtts_session_cancel(qtts_session *s) {
     if (s) session_reset(s);
 }
 
+void qtts_session_set_manual_decode(qtts_session *s, bool manual) { s->manual_decode = manual; }
+
+int qtts_session_decode_due(const qtts_session *s) {
+    return s && (s->state == SES_RUNNING || s->state == SES_DONE) ? s->due : 0;
+}
+
+qtts_status qtts_session_decode(qtts_session *s, int max_frames, qtts_err *err) {
+    qtts_err local;
+    if (!err) err = &local;
+    switch (s->state) {
+    case SES_IDLE:
+        return qtts_fail(err, QTTS_ERR_INVALID, "the session has no request to decode");
+    case SES_FAILED:
+        *err = s->err;
+        return s->err.status ? s->err.status : QTTS_ERR_INVALID;
+    default:
+        break;
+    }
+    qtts_status st = QTTS_OK;
+    if (s->stream_n) {
+        const int n = max_frames > 0 && max_frames < s->due ? max_frames : s->due;
+        if (n > 0 && !(st = stream_push(s, n, err))) s->due -= n;
+    } else {
+        for (; !st && s->due >= QTTS_CODEC_CHUNK; s->due -= QTTS_CODEC_CHUNK) {
+            st = decode_deliver(s, s->decoded, s->decoded + QTTS_CODEC_CHUNK, err);
+            s->decoded += QTTS_CODEC_CHUNK;
+        }
+    }
+    if (st) {   /* like a failure inside a step: the request has failed */
+        s->state = SES_FAILED;
+        s->err = *err;
+        s->err.status = st;
+    }
+    return st;
+}
+
 qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_result *result,
                             qtts_err *err) {
     if (result) memset(result, 0, sizeof *result);
@@ -862,11 +914,13 @@ qtts_status qtts_synthesize(qtts_session *s, const qtts_request *req, qtts_resul
         if (result) snprintf(result->warning, sizeof result->warning, "%s", s->warning);
         return st;
     }
-    while (qtts_session_active(s))
+    while (qtts_session_active(s)) {
         if ((st = qtts_step_batch(&s, 1, NULL)) && qtts_session_active(s)) {
             qtts_session_cancel(s);
             return qtts_fail(err, st, "step failed (%s)", qtts_status_str(st));
         }
+        if (qtts_session_decode_due(s)) qtts_session_decode(s, 0, NULL);   /* failure: finish */
+    }
     return qtts_session_finish(s, result, err);
 }
 

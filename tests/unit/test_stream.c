@@ -21,7 +21,12 @@
  *     piece, streamed == window delivery bit for bit (past a window restart
  *     too), result.n_samples counts what was delivered; in-context
  *     cloning too; out-of-range speeds refused; cancelling from a callback
- *     fed by the tempo change works.
+ *     fed by the tempo change works;
+ *   - manual decoding (qtts_session_set_manual_decode): no audio from
+ *     inside a step, the due count follows the push schedule (and the
+ *     window's), decoding it whole, in pieces or later gives the same bits
+ *     (past a window restart too); synthesize on a manual session; a
+ *     cancel from a manual decode fails the request.
  */
 #include "harness.h"
 #include "qwen3_tts.h"
@@ -346,9 +351,130 @@ static void test_speed(void) {
     qtts_engine_close(e);
 }
 
+/* r with manual decoding: nothing is decoded inside a step; after each
+ * step the due frames are checked against the push schedule (first, then
+ * twice the last push, at most chunk; a 300-frame window without chunk) and
+ * then, by a fixed pseudo-random policy, decoded whole, in pieces of 1-5
+ * frames, or left for later steps. At the last frame the rest of a stream
+ * is due; what is left goes in pieces, then finish. */
+static qtts_status run_manual(qtts_session *ses, qtts_request r, int chunk, int first,
+                              uint32_t seed, sink *out, qtts_error *err) {
+    memset(out, 0, sizeof *out);
+    r.stream_chunk_frames = chunk;
+    r.stream_first_frames = first;
+    r.on_audio = on_audio;
+    r.on_frame = on_frame;
+    r.user = out;
+    qtts_session_set_manual_decode(ses, true);
+    qtts_status st = qtts_session_start(ses, &r, err);
+    int scheduled = 0, next = first ? first : 1;   /* frames made due so far; next push size */
+    uint32_t x = seed;
+    while (!st && qtts_session_active(ses)) {
+        const int calls = out->calls, due = qtts_session_decode_due(ses);
+        CHECK(qtts_step_batch(&ses, 1, NULL) == QTTS_OK, "step");
+        CHECK(out->calls == calls, "frame %d: audio from inside a manual step", out->frames);
+        const int now = qtts_session_decode_due(ses);
+        if (!qtts_session_active(ses)) {
+            const int undecoded = out->frames - (int)(out->n / SPF);
+            CHECK(!chunk || now == undecoded, "last frame: %d due, %d undecoded", now, undecoded);
+            break;
+        }
+        if (chunk && out->frames - scheduled >= next) {   /* a push fell due */
+            CHECK(now == due + out->frames - scheduled, "frame %d: %d due, want %d", out->frames,
+                  now, due + out->frames - scheduled);
+            next = 2 * (out->frames - scheduled) < chunk ? 2 * (out->frames - scheduled) : chunk;
+            scheduled = out->frames;
+        } else if (!chunk && out->frames - scheduled == 300) {
+            CHECK(now == due + 300, "frame %d: %d due, want a window", out->frames, now);
+            scheduled = out->frames;
+        } else {
+            CHECK(now == due, "frame %d: %d due, want %d", out->frames, now, due);
+        }
+        x = x * 1664525u + 1013904223u;
+        const int policy = (int)(x >> 28) % 4;   /* 0 leave, 1 all, 2-3 a piece */
+        if (policy && now) {
+            const size_t n0 = out->n;
+            const int piece = policy == 1 ? 0 : 1 + (int)(x >> 8) % 5;
+            st = qtts_session_decode(ses, piece, err);
+            const int want = !chunk ? now / 300 * 300 : piece && piece < now ? piece : now;
+            CHECK(st || out->n - n0 == (size_t)want * SPF, "decoded %zu samples, want %d frames",
+                  out->n - n0, want);
+        }
+    }
+    while (!st && qtts_session_decode_due(ses)) st = qtts_session_decode(ses, 3, err);
+    qtts_status fst = qtts_session_finish(ses, NULL, err);
+    qtts_session_set_manual_decode(ses, false);
+    return st ? st : fst;
+}
+
+static void test_manual_decode(void) {
+    qtts_error err = {0};
+    qtts_engine *e = open_two_threads(MODELS "/cv06", &err);
+    REQUIRE(e, "%s", err.msg);
+    qtts_session *ses = qtts_session_new(e, &err);
+    qtts_request r;
+    qtts_request_init(&r);
+    r.text = "A longer request that goes past the first decode window of three hundred "
+             "frames, so the window restart with its left context is streamed too.";
+    r.speaker = "vivian";
+    r.do_sample = 1;
+    r.seed = 7;
+    r.max_new_tokens = 340;
+    sink ref;
+    REQUIRE(!run(ses, r, 0, 0, &ref, &err), "%s", err.msg);
+    CHECK(ref.frames > 300, "only %d frames (want a window restart)", ref.frames);
+    static const int settings[][2] = {{12, 0}, {4, 2}, {1, 0}, {0, 0}};
+    for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
+        for (uint32_t seed = 1; seed <= 2; seed++) {
+            sink m;
+            CHECK(!run_manual(ses, r, settings[i][0], settings[i][1], seed, &m, &err), "%s", err.msg);
+            CHECK(same(&m, &ref), "manual chunk %d first %d seed %u: %zu vs %zu samples",
+                  settings[i][0], settings[i][1], seed, m.n, ref.n);
+            sink_free(&m);
+        }
+    }
+    /* qtts_synthesize on a manual session decodes after each step: the
+     * same pushes as without it */
+    sink m;
+    qtts_session_set_manual_decode(ses, true);
+    CHECK(!run(ses, r, 12, 0, &m, &err) && same(&m, &ref), "synthesize, manual: %s", err.msg);
+    check_shape(&m, 12, 0, "synthesize, manual");
+    sink_free(&m);
+
+    /* a decode on an idle session is refused; a callback that cancels
+     * from a manual decode fails the request, which finish reports */
+    CHECK(qtts_session_decode(ses, 0, &err) == QTTS_ERR_INVALID, "idle: %s", err.msg);
+    memset(&m, 0, sizeof m);
+    m.cancel_at = 2;
+    r.stream_chunk_frames = 4;
+    r.on_audio = on_audio;
+    r.on_frame = on_frame;
+    r.user = &m;
+    REQUIRE(!qtts_session_start(ses, &r, &err), "%s", err.msg);
+    qtts_status st = QTTS_OK;
+    while (!st && qtts_session_active(ses)) {
+        CHECK(qtts_step_batch(&ses, 1, NULL) == QTTS_OK, "step");
+        if (qtts_session_decode_due(ses)) st = qtts_session_decode(ses, 0, &err);
+    }
+    CHECK(st == QTTS_ERR_CANCELLED && m.calls == 2 && !qtts_session_active(ses) &&
+              !qtts_session_decode_due(ses),
+          "cancel: %d (%s), %d calls", st, err.msg, m.calls);
+    CHECK(qtts_session_decode(ses, 0, &err) == QTTS_ERR_CANCELLED, "decode after: %s", err.msg);
+    CHECK(qtts_session_finish(ses, NULL, &err) == QTTS_ERR_CANCELLED, "finish: %s", err.msg);
+    sink_free(&m);
+    qtts_session_set_manual_decode(ses, false);
+    r.max_new_tokens = 20;
+    CHECK(!run(ses, r, 4, 0, &m, &err) && m.frames > 0, "after cancel: %s", err.msg);
+    sink_free(&m);
+    sink_free(&ref);
+    qtts_session_free(ses);
+    qtts_engine_close(e);
+}
+
 int main(void) {
     TEST_RUN(test_stream_exact);
     TEST_RUN(test_stream_clone_and_limits);
     TEST_RUN(test_speed);
+    TEST_RUN(test_manual_decode);
     TEST_END();
 }
