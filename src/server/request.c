@@ -615,9 +615,13 @@ static bool finish(qtts_json *doc, bool ok, const qtts_req_limits *lim, qtts_spe
     }
     /* max_new_tokens counts codebook-0 draws including the EOS draw. */
     out->req.max_new_tokens = out->max_frames + 1;
-    /* A streamed response gets its audio as frames are generated (the same
-     * samples as the window delivery); a whole response gains nothing. */
-    if (out->stream != QTTS_STREAM_NONE) out->req.stream_chunk_frames = lim->stream_chunk_frames;
+    /* Audio is decoded as frames are generated (the same samples as the
+     * window delivery). A streamed response needs it for its latency; a
+     * whole one too, for the others': the scheduler then decodes its
+     * audio in pieces between other work, not in 300-frame windows and a
+     * tail at finish (seconds of codec work that every stream would wait
+     * for). */
+    out->req.stream_chunk_frames = lim->stream_chunk_frames;
     return true;
 }
 

@@ -5,10 +5,23 @@
  *
  *     wait until a job is queued or running (or stop)
  *     admit a queued job into a free slot -> qtts_session_start (prefill),
- *                                            then its first frame alone
+ *                                            then its first frame alone and
+ *                                            its first audio
  *     retire cancelled slots              -> qtts_session_cancel
- *     qtts_step_batch(all running slots)  -> one frame each; audio callbacks
+ *     qtts_step_batch(all running slots)  -> one frame each (no decoding)
+ *     decode the audio that fell due      -> qtts_session_decode: first
+ *                                            audio first, then pieces,
+ *                                            until a queued job could be
+ *                                            admitted
  *     retire finished/failed slots        -> qtts_session_finish
+ *
+ * The sessions decode manually (qtts_session_set_manual_decode): a step
+ * that completes another stream's 12-frame push would otherwise decode it
+ * before returning (~0.4 s on 2 cores), and a request arriving then would
+ * wait for that, and for every other push in the same step, before its
+ * prefill. Decoding in pieces between admissions keeps its wait to about
+ * one piece; the streams already playing get their next chunk one
+ * admission later. The audio is the same bits either way.
  *
  * The mutex guards the queue, the slot count and the load state; it is
  * never held across engine work. Each job has its own mutex for its output
@@ -26,6 +39,13 @@
 #include "base/base.h"
 
 #define MAX_BATCH 64
+/* Frames of due audio decoded at a time while a slot is free, so that a
+ * request arriving then is admitted after at most one piece. A push
+ * reads every codec weight, so 4-frame pushes cost ~5% more per frame
+ * than 12-frame ones on a CPU (docs/PERFORMANCE.md); with every slot
+ * busy nobody can be admitted, and pushes go whole. A stream's first
+ * push (one frame) is never split. */
+#define DECODE_PIECE 4
 
 const double qtts_ttfa_bounds[QTTS_TTFA_N_BOUNDS] = {0.05, 0.1, 0.25, 0.5, 1,  2.5,
                                                      5,    10,  20,   30,  60, 120};
@@ -139,6 +159,7 @@ typedef struct {
     qtts_sched *s;
     qtts_job *j;
     bool overflow;      /* out_max reached or out of memory */
+    bool heard;         /* some audio has gone out */
 } job_ctx;
 
 /* The job's callbacks need the scheduler too; jobs carry a pointer to a
@@ -196,6 +217,7 @@ static int on_audio(void *user, const float *pcm, size_t n) {
     }
     j->out_len = need;
     j->bytes_total += 2 * n;
+    c->heard = true;
     if (j->t_first_audio == 0) {
         j->t_first_audio = now;
         first = true;
@@ -229,8 +251,65 @@ static qtts_status job_status(const job_ctx *c, qtts_status st, qtts_error *err)
     return st;
 }
 
+/* Retires slot k's done or failed session: finish delivers the rest of
+ * its audio (or returns its failure) and completes the job. */
+static void finish_slot(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *busy, int k) {
+    qtts_error e2 = {0};
+    qtts_result res = {0};
+    qtts_status st = qtts_session_finish(ses[k], &res, &e2);
+    st = job_status(&ctx[k], st, &e2);
+    busy[k] = false;
+    job_complete(s, ctx[k].j, st, &e2, !st && !res.hit_eos, true);
+}
+
+/* Done, and nothing left due: finish it (only a stream's tail shorter
+ * than a push, or a partial window, is decoded there). */
+static bool retirable(qtts_session *ses) {
+    return !qtts_session_active(ses) && !qtts_session_decode_due(ses);
+}
+
+/* Decodes up to max frames (0: all) of slot k's due audio; retires the
+ * slot if that failed, or if it was the last. */
+static void decode_slot(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *busy, int k,
+                        int max) {
+    qtts_error e2 = {0};
+    if (qtts_session_decode(ses[k], max, &e2) || retirable(ses[k])) finish_slot(s, ses, ctx, busy, k);
+}
+
+/* Whether a slot is free, and whether a queued job waits for one. */
+static bool slot_free(qtts_sched *s, bool *waiting) {
+    pthread_mutex_lock(&s->mu);
+    const bool room = s->n_active < s->batch;
+    *waiting = room && s->qhead;
+    pthread_mutex_unlock(&s->mu);
+    return room;
+}
+
+/* The audio that fell due in the step: each stream's first audio at once,
+ * then the rest round robin from *rr, DECODE_PIECE frames at a time while
+ * a slot is free, until none is due or a queued job could take the free
+ * slot (the rest waits for the next round). */
+static void decode_due(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *busy, int B,
+                       int *rr) {
+    for (int k = 0; k < B; k++)
+        if (busy[k] && !ctx[k].heard && qtts_session_decode_due(ses[k]))
+            decode_slot(s, ses, ctx, busy, k, 0);
+    for (;;) {
+        int k = -1;
+        for (int i = 0; i < B && k < 0; i++) {
+            const int c = (*rr + i) % B;
+            if (busy[c] && qtts_session_decode_due(ses[c])) k = c;
+        }
+        bool waiting;
+        const bool room = slot_free(s, &waiting);
+        if (k < 0 || waiting) return;
+        decode_slot(s, ses, ctx, busy, k, room ? DECODE_PIECE : 0);
+        *rr = (k + 1) % B;
+    }
+}
+
 /* One frame for the sessions of slots idx[0..n) (qtts_step_batch), then
- * the retirement of those that failed or finished. */
+ * the retirement of those that failed, or finished with no audio due. */
 static void step_slots(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *busy,
                        const int *idx, int n) {
     qtts_session *run[MAX_BATCH];
@@ -250,13 +329,8 @@ static void step_slots(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *bu
             s2 = job_status(&ctx[k], s2, &e2);
             busy[k] = false;
             job_complete(s, ctx[k].j, s2, &e2, false, true);
-        } else if (!qtts_session_active(ses[k])) {
-            qtts_error e2 = {0};
-            qtts_result res = {0};
-            s2 = qtts_session_finish(ses[k], &res, &e2);
-            s2 = job_status(&ctx[k], s2, &e2);
-            busy[k] = false;
-            job_complete(s, ctx[k].j, s2, &e2, !s2 && !res.hit_eos, true);
+        } else if (retirable(ses[k])) {
+            finish_slot(s, ses, ctx, busy, k);
         }
     }
 }
@@ -281,8 +355,10 @@ static void *worker(void *arg) {
     int B = 0;
     if (!st) {
         B = s->cfg.batch;
-        for (int i = 0; i < B && !st; i++)
+        for (int i = 0; i < B && !st; i++) {
             if (!(ses[i] = qtts_session_new(eng, &err))) st = err.status ? err.status : QTTS_ERR_NOMEM;
+            else qtts_session_set_manual_decode(ses[i], true);
+        }
     }
     pthread_mutex_lock(&s->mu);
     if (st) {
@@ -296,6 +372,7 @@ static void *worker(void *arg) {
     pthread_mutex_unlock(&s->mu);
     if (s->cfg.on_state) s->cfg.on_state(s->cfg.user, s);
 
+    int rr = 0;   /* decode_due's round robin */
     for (;;) {
         qtts_job *admit[MAX_BATCH];
         int n_admit = 0;
@@ -362,26 +439,29 @@ static void *worker(void *arg) {
              * others lose that one-row step (same bits either way). */
             bool others = false;
             for (int i = 0; i < B && !others; i++) others = busy[i] && i != k;
-            if (others) step_slots(s, ses, ctx, busy, &k, 1);
+            if (others) {
+                step_slots(s, ses, ctx, busy, &k, 1);
+                if (busy[k] && qtts_session_decode_due(ses[k])) decode_slot(s, ses, ctx, busy, k, 0);
+            }
         }
-        /* retire cancelled slots, then step the rest */
+        /* retire cancelled and finished slots, then step the running ones */
         int idx[MAX_BATCH], n = 0;
         for (int k = 0; k < B; k++) {
             if (!busy[k]) continue;
-            if (atomic_load(&ctx[k].j->cancel) || !qtts_session_active(ses[k])) {
+            if (atomic_load(&ctx[k].j->cancel)) {
                 qtts_error e2 = {0};
-                qtts_status s2 = QTTS_OK;
-                qtts_result res = {0};
-                if (atomic_load(&ctx[k].j->cancel)) qtts_session_cancel(ses[k]);
-                else s2 = qtts_session_finish(ses[k], &res, &e2);
-                s2 = job_status(&ctx[k], s2, &e2);
+                qtts_session_cancel(ses[k]);
+                qtts_status s2 = job_status(&ctx[k], QTTS_OK, &e2);
                 busy[k] = false;
-                job_complete(s, ctx[k].j, s2, &e2, !s2 && !res.hit_eos, true);
-                continue;
-            }
-            idx[n++] = k;
+                job_complete(s, ctx[k].j, s2, &e2, false, true);
+            } else if (qtts_session_active(ses[k])) {
+                idx[n++] = k;
+            } else if (retirable(ses[k])) {
+                finish_slot(s, ses, ctx, busy, k);
+            }   /* else done with audio due: decode_due drains it */
         }
         if (n > 0) step_slots(s, ses, ctx, busy, idx, n);
+        decode_due(s, ses, ctx, busy, B, &rr);
     }
     for (int i = 0; i < MAX_BATCH; i++) qtts_session_free(ses[i]);
     pthread_mutex_lock(&s->mu);
