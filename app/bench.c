@@ -505,6 +505,7 @@ static void usage_bench(FILE *f) {
           "      --stream N           frames per codec decode (default 12; 0 = 300-frame windows)\n"
           "      --stream-first N     frames before the first audio (default 1)\n"
           "      --json               JSON on stdout instead of the table\n"
+          "  -q, --quiet              no progress lines on stderr (the table or JSON stays)\n"
           "  -h, --help\n",
           f);
 }
@@ -562,7 +563,7 @@ int qtts_cmd_bench(int argc, char **argv) {
     qtts_engine_options eo;
     qtts_engine_options_init(&eo);
     int frames = 100, runs = 5, stream = 12, stream_first = 1;
-    bool json = false;
+    bool json = false, quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define NEXT() (i + 1 < argc ? argv[++i] : (bdie("%s needs a value", a), (char *)NULL))
@@ -583,6 +584,7 @@ int qtts_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--stream")) stream = (int)parse_int(a, NEXT(), 0, 300);
         else if (!strcmp(a, "--stream-first")) stream_first = (int)parse_int(a, NEXT(), 1, 300);
         else if (!strcmp(a, "--json")) json = true;
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
         else bdie("unknown option '%s' (see qwen3-tts bench --help)", a);
 #undef NEXT
     }
@@ -628,7 +630,7 @@ int qtts_cmd_bench(int argc, char **argv) {
         spans_add_mat(&cp_sp, &w->cp_head[j]);
     }
 
-    if (!json)
+    if (!json && !quiet)
         fprintf(stderr, "qwen3-tts: bench: warm-up, then %d runs of %d frames\n", runs, frames);
     synth_once(eng, ses, &req, QTTS_MIN(frames, 4), 1000);   /* warm-up: pages, scratch */
 
@@ -653,7 +655,7 @@ int qtts_cmd_bench(int argc, char **argv) {
         x_cp[r] = rr[r].cp_ms / fc;
         x_tcp[r] = (rr[r].talker_ms + rr[r].cp_ms) / (ft + fc);
         x_codec[r] = rr[r].codec_ms / fd;
-        if (!json)
+        if (!json && !quiet)
             fprintf(stderr,
                     "  run %d: %d frames, talker %.1f + CP %.1f ms/frame (x%.2f floor), "
                     "codec %.1f ms/frame, TTFA %.2f s, RTF %.2f\n",

@@ -2,7 +2,8 @@
 """Server throughput and time to first audio, single stream vs C concurrent streams (loopback).
 
     python3 tools/bench_server.py --bin build/qwen3-tts -m MODEL_DIR [--clients 4] [--batch 4]
-        [--frames 100] [--rounds 3] [--stagger S] [--codec fp32|bf16] [--repeat N] [--json]
+        [--frames 100] [--rounds 3] [--stagger S] [--codec fp32|bf16] [--stream-chunk N]
+        [--repeat N] [--json]
 
 Starts `qwen3-tts serve` on a free loopback port (batch B = --batch), then
   1. single stream: one client sends --rounds streamed requests one after another;
@@ -15,7 +16,9 @@ the client, so the model's EOS never shortens a run of random weights; a request
 is reported), streamed as raw PCM, a different sentence per client. Reported:
   - audio seconds produced per wall second, each phase, and their ratio (what batching buys:
     the weights are read once per step for every running request);
-  - time to first audio (request sent -> first PCM byte), median per phase, and their ratio.
+  - time to first audio (request sent -> first PCM byte), median per phase, and their ratio;
+    and the concurrent phase's TTFAs round by round (the first round of clients that start
+    together arrives at one instant, later rounds as earlier requests finish).
 Numbers from a shared 2-core machine are noisy: --repeat N alternates the two phases N times in one
 server and adds the medians of the per-pair ratios.
 Benchmarks live here, apart from the tests; nothing leaves 127.0.0.1.
@@ -96,6 +99,8 @@ def phase(port, clients, rounds, frames, speaker, stagger=0.0):
             "audio_per_wall_s": audio / wall,
             "ttfa_median_s": statistics.median(x["ttfa_s"] for x in flat),
             "ttfa_max_s": max(x["ttfa_s"] for x in flat),
+            "ttfa_by_round_s": [sorted(rs[r]["ttfa_s"] for rs in results if r < len(rs))
+                                for r in range(rounds)],
             "short_requests": sum(1 for x in flat if x["audio_s"] < frames * 0.08 - 1e-6)}
 
 
@@ -111,6 +116,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--stagger", type=float, default=0.0, help="seconds between client starts")
     ap.add_argument("--codec", default=None, help="serve --codec (fp32 or bf16)")
+    ap.add_argument("--stream-chunk", type=int, default=None, help="serve --stream-chunk N")
     ap.add_argument("--repeat", type=int, default=1,
                     help="alternate the two phases this many times; report each pair and the medians")
     ap.add_argument("--json", action="store_true")
@@ -122,6 +128,8 @@ def main():
         args += ["-j", str(a.threads)]
     if a.codec:
         args += ["--codec", a.codec]
+    if a.stream_chunk is not None:
+        args += ["--stream-chunk", str(a.stream_chunk)]
     pairs = []
     with ServerProcess(a.bin, a.model, args, ready_timeout=300) as srv:
         one_request(srv.port, TEXTS[0], 8, a.speaker)  # warm-up
@@ -132,6 +140,7 @@ def main():
                           "throughput_ratio": multi["audio_per_wall_s"] / single["audio_per_wall_s"],
                           "ttfa_ratio": multi["ttfa_median_s"] / single["ttfa_median_s"]})
     out = {"model": a.model, "codec": a.codec or "fp32", "batch": a.batch, "frames": a.frames, "rounds": a.rounds, "stagger_s": a.stagger,
+           "stream_chunk": a.stream_chunk,
            "repeats": pairs,
            "throughput_ratio_median": statistics.median(p["throughput_ratio"] for p in pairs),
            "ttfa_ratio_median": statistics.median(p["ttfa_ratio"] for p in pairs)}
@@ -149,6 +158,8 @@ def main():
             print("  %-14s %2d requests  %6.2f s of audio in %6.2f s: %5.2f audio s / wall s;  TTFA median %.3f s, max %.3f s%s"
                   % (name, p["requests"], p["audio_s"], p["wall_s"], p["audio_per_wall_s"], p["ttfa_median_s"],
                      p["ttfa_max_s"], ("  (%d ended early)" % p["short_requests"]) if p["short_requests"] else ""))
+        print("  %d clients' TTFA by round (s): %s" % (a.clients, "; ".join(
+            " ".join("%.2f" % x for x in r) for r in pr["concurrent"]["ttfa_by_round_s"])))
         print("  aggregate throughput: %.2fx the single stream;  TTFA under load: %.2fx idle"
               % (pr["throughput_ratio"], pr["ttfa_ratio"]))
     if a.repeat > 1:
