@@ -159,7 +159,7 @@ typedef struct {
     qtts_sched *s;
     qtts_job *j;
     bool overflow;      /* out_max reached or out of memory */
-    bool heard;         /* some audio has gone out */
+    bool first_pushed;  /* its first audio has been decoded */
 } job_ctx;
 
 /* The job's callbacks need the scheduler too; jobs carry a pointer to a
@@ -217,7 +217,6 @@ static int on_audio(void *user, const float *pcm, size_t n) {
     }
     j->out_len = need;
     j->bytes_total += 2 * n;
-    c->heard = true;
     if (j->t_first_audio == 0) {
         j->t_first_audio = now;
         first = true;
@@ -292,8 +291,10 @@ static bool slot_free(qtts_sched *s, bool *waiting) {
 static void decode_due(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *busy, int B,
                        int *rr) {
     for (int k = 0; k < B; k++)
-        if (busy[k] && !ctx[k].heard && qtts_session_decode_due(ses[k]))
+        if (busy[k] && !ctx[k].first_pushed && qtts_session_decode_due(ses[k])) {
+            ctx[k].first_pushed = true;
             decode_slot(s, ses, ctx, busy, k, 0);
+        }
     for (;;) {
         int k = -1;
         for (int i = 0; i < B && k < 0; i++) {
@@ -441,7 +442,10 @@ static void *worker(void *arg) {
             for (int i = 0; i < B && !others; i++) others = busy[i] && i != k;
             if (others) {
                 step_slots(s, ses, ctx, busy, &k, 1);
-                if (busy[k] && qtts_session_decode_due(ses[k])) decode_slot(s, ses, ctx, busy, k, 0);
+                if (busy[k] && qtts_session_decode_due(ses[k])) {
+                    ctx[k].first_pushed = true;
+                    decode_slot(s, ses, ctx, busy, k, 0);
+                }
             }
         }
         /* retire cancelled and finished slots, then step the running ones */
