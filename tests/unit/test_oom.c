@@ -13,8 +13,9 @@
  * test also checks that no failure path leaks.
  *
  * Cases: opening an engine (tiny CustomVoice and Base models); a session
- * plus a greedy request (windowed and streamed audio); creating a voice
- * from reference audio (speaker and codec encoders).
+ * plus a greedy request (windowed, streamed, and streamed with manual
+ * decoding); creating a voice from reference audio (speaker and codec
+ * encoders).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,16 +102,21 @@ static void test_engine_open(void) {
     }
 }
 
-static qtts_status run_request(const qtts_engine *e, bool stream, pcm_buf *out, qtts_error *err) {
+/* mode 0: window delivery; 1: streamed; 2: streamed, decoded manually
+ * (qtts_session_decode after each step, as the server does) */
+static const char *const modes[] = {"request", "streamed request", "manually decoded request"};
+
+static qtts_status run_request(const qtts_engine *e, int mode, pcm_buf *out, qtts_error *err) {
     qtts_session *s = qtts_session_new(e, err);
     if (!s) return err->status;
+    qtts_session_set_manual_decode(s, mode == 2);
     qtts_request q;
     qtts_request_init(&q);
     q.text = "Hello world.";
     q.speaker = "vivian";
     q.do_sample = q.subtalker_do_sample = 0;
     q.max_new_tokens = 20;
-    q.stream_chunk_frames = stream ? 4 : 0;
+    q.stream_chunk_frames = mode ? 4 : 0;
     q.on_audio = sink;
     q.user = out;
     qtts_status st = qtts_synthesize(s, &q, NULL, err);
@@ -123,30 +129,30 @@ static void test_request(void) {
     qtts_engine *e;
     qtts_error err;
     REQUIRE(qtts_engine_open(CV, &o, &e, &err) == QTTS_OK, "%s", err.msg);
-    for (int stream = 0; stream < 2; stream++) {
+    for (int mode = 0; mode < 3; mode++) {
         pcm_buf ref = {0};
         long c0 = qtts_alloc_count();
-        REQUIRE(run_request(e, stream, &ref, &err) == QTTS_OK && ref.n > 0, "%s", err.msg);
+        REQUIRE(run_request(e, mode, &ref, &err) == QTTS_OK && ref.n > 0, "%s", err.msg);
         long total = qtts_alloc_count() - c0;
         long at[256];
         int n = sweep(total, at, 256), failed = 0;
         for (int i = 0; i < n; i++) {
             pcm_buf got = {0};
             qtts_alloc_fail_at(at[i]);
-            qtts_status st = run_request(e, stream, &got, &err);
+            qtts_status st = run_request(e, mode, &got, &err);
             qtts_alloc_fail_at(-1);
             failed += st != QTTS_OK;
-            if (outcome(st, &err, stream ? "streamed request" : "request", at[i]) && st == QTTS_OK)
+            if (outcome(st, &err, modes[mode], at[i]) && st == QTTS_OK)
                 CHECK(got.n == ref.n && !memcmp(got.p, ref.p, ref.n * sizeof *ref.p),
                       "allocation %ld failing: a request that succeeded differs", at[i]);
             free(got.p);
         }
         pcm_buf after = {0};
-        CHECK(run_request(e, stream, &after, &err) == QTTS_OK && after.n == ref.n &&
+        CHECK(run_request(e, mode, &after, &err) == QTTS_OK && after.n == ref.n &&
                   !memcmp(after.p, ref.p, ref.n * sizeof *ref.p),
               "a clean request after the sweep differs: %s", err.msg);
         fprintf(stderr, "  %s: %ld allocations, %d positions tried, %d refused cleanly\n",
-                stream ? "streamed request" : "request", total, n, failed);
+                modes[mode], total, n, failed);
         CHECK(failed > 0, "no allocation failure reached the caller");
         free(after.p);
         free(ref.p);
