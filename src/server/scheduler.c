@@ -433,11 +433,10 @@ static void *worker(void *arg) {
                 continue;
             }
             busy[k] = true;
-            /* Its first frame in a step of its own when others are running:
-             * its first audio then waits for one one-row step and a
-             * one-frame decode, not for a step of the whole batch and the
-             * chunk decodes of the other streams that fall in it. The
-             * others lose that one-row step (same bits either way). */
+            /* Its first frame in a step of its own when others are running,
+             * and its first audio at once: it waits for one one-row step
+             * and a one-frame decode, not for a step of the whole batch.
+             * The others lose that one-row step (same bits either way). */
             bool others = false;
             for (int i = 0; i < B && !others; i++) others = busy[i] && i != k;
             if (others) {
