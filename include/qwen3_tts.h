@@ -311,7 +311,9 @@ void qtts_session_cancel(qtts_session *s);
  * qtts_session_decode when it chooses, in pieces if it likes (a server
  * admits a waiting request first). When the last frame is generated the
  * rest of a stream is due too; qtts_session_finish decodes whatever is
- * left. The samples, and their order, are the same bits either way. */
+ * left. The samples, and their order, are the same bits either way. The
+ * setting applies from the next qtts_session_start (a request in flight
+ * keeps the mode it started with). */
 void qtts_session_set_manual_decode(qtts_session *s, bool manual);
 
 /* Frames whose audio is due on a running or done session (0 otherwise). */

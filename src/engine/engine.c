@@ -105,7 +105,8 @@ struct qtts_session {
     qtts_gen gen;                  /* generation state; its on_frame is on_gen_frame */
     int n_frames;                  /* frames stored in frames[] (reference frames included) */
     int decoded;                   /* frames already decoded and delivered */
-    bool manual_decode;            /* the caller decodes (qtts_session_decode); kept */
+    bool manual_decode;            /* the request in flight: the caller decodes */
+    bool manual_setting;           /*   (qtts_session_decode); taken at each start */
     int due;                       /* manual: frames from `decoded` whose audio is due */
     size_t n_samples;
     double t0;
@@ -584,6 +585,7 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         return qtts_fail(err, QTTS_ERR_INVALID,
                          "the session already has a request (finish or cancel it first)");
     s->warning[0] = 0;
+    s->manual_decode = s->manual_setting;
     if (!req || !req->text) return qtts_fail(err, QTTS_ERR_INVALID, "no text given");
     size_t text_len = strlen(req->text);
     if (text_len > QTTS_MAX_TEXT_BYTES)
@@ -870,7 +872,7 @@ void qtts_session_cancel(qtts_session *s) {
     if (s) session_reset(s);
 }
 
-void qtts_session_set_manual_decode(qtts_session *s, bool manual) { s->manual_decode = manual; }
+void qtts_session_set_manual_decode(qtts_session *s, bool manual) { s->manual_setting = manual; }
 
 int qtts_session_decode_due(const qtts_session *s) {
     return s && (s->state == SES_RUNNING || s->state == SES_DONE) ? s->due : 0;

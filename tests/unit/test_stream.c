@@ -25,8 +25,9 @@
  *   - manual decoding (qtts_session_set_manual_decode): no audio from
  *     inside a step, the due count follows the push schedule (and the
  *     window's), decoding it whole, in pieces or later gives the same bits
- *     (past a window restart too); synthesize on a manual session; a
- *     cancel from a manual decode fails the request.
+ *     (past a window restart too); the setting applies from the next
+ *     start; synthesize on a manual session; a cancel from a manual
+ *     decode fails the request.
  */
 #include "harness.h"
 #include "qwen3_tts.h"
@@ -367,6 +368,8 @@ static qtts_status run_manual(qtts_session *ses, qtts_request r, int chunk, int 
     r.user = out;
     qtts_session_set_manual_decode(ses, true);
     qtts_status st = qtts_session_start(ses, &r, err);
+    /* the setting applies from the next start: this request stays manual */
+    qtts_session_set_manual_decode(ses, false);
     int scheduled = 0, next = first ? first : 1;   /* frames made due so far; next push size */
     uint32_t x = seed;
     while (!st && qtts_session_active(ses)) {
@@ -403,7 +406,6 @@ static qtts_status run_manual(qtts_session *ses, qtts_request r, int chunk, int 
     }
     while (!st && qtts_session_decode_due(ses)) st = qtts_session_decode(ses, 3, err);
     qtts_status fst = qtts_session_finish(ses, NULL, err);
-    qtts_session_set_manual_decode(ses, false);
     return st ? st : fst;
 }
 
