@@ -275,6 +275,15 @@ static void decode_slot(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *b
     if (qtts_session_decode(ses[k], max, &e2) || retirable(ses[k])) finish_slot(s, ses, ctx, busy, k);
 }
 
+/* Slot k's first audio, whole and at once, if it is due and not yet
+ * decoded: it is what the request's time to first audio waits for. */
+static void decode_first(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *busy, int k) {
+    if (busy[k] && !ctx[k].first_pushed && qtts_session_decode_due(ses[k])) {
+        ctx[k].first_pushed = true;
+        decode_slot(s, ses, ctx, busy, k, 0);
+    }
+}
+
 /* Whether a slot is free, and whether a queued job waits for one. */
 static bool slot_free(qtts_sched *s, bool *waiting) {
     pthread_mutex_lock(&s->mu);
@@ -290,11 +299,7 @@ static bool slot_free(qtts_sched *s, bool *waiting) {
  * slot (the rest waits for the next round). */
 static void decode_due(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *busy, int B,
                        int *rr) {
-    for (int k = 0; k < B; k++)
-        if (busy[k] && !ctx[k].first_pushed && qtts_session_decode_due(ses[k])) {
-            ctx[k].first_pushed = true;
-            decode_slot(s, ses, ctx, busy, k, 0);
-        }
+    for (int k = 0; k < B; k++) decode_first(s, ses, ctx, busy, k);
     for (;;) {
         int k = -1;
         for (int i = 0; i < B && k < 0; i++) {
@@ -441,10 +446,7 @@ static void *worker(void *arg) {
             for (int i = 0; i < B && !others; i++) others = busy[i] && i != k;
             if (others) {
                 step_slots(s, ses, ctx, busy, &k, 1);
-                if (busy[k] && qtts_session_decode_due(ses[k])) {
-                    ctx[k].first_pushed = true;
-                    decode_slot(s, ses, ctx, busy, k, 0);
-                }
+                decode_first(s, ses, ctx, busy, k);
             }
         }
         /* retire cancelled and finished slots, then step the running ones */
