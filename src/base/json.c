@@ -867,17 +867,16 @@ size_t qtts_json_escape(char *out, size_t cap, const char *s, size_t len) {
         case '\t': PUT('\\'); PUT('t'); break;
         case '\b': PUT('\\'); PUT('b'); break;
         case '\f': PUT('\\'); PUT('f'); break;
-        default:
-            if (c < 0x20 || c == 0x7f) {
+        default: {
+            const int cl = qtts_control_len(s + i, len - i);
+            if (cl) {   /* C0 or DEL: the byte; C1: its code point, U+0080..U+009F */
+                if (cl == 2) c = (unsigned char)s[++i];
                 PUT('\\'); PUT('u'); PUT('0'); PUT('0');
                 PUT(hex[c >> 4]); PUT(hex[c & 15]);
-            } else if (qtts_control_len(s + i, len - i) == 2) {
-                const unsigned char c1 = (unsigned char)s[++i];   /* U+0080..U+009F */
-                PUT('\\'); PUT('u'); PUT('0'); PUT('0');
-                PUT(hex[c1 >> 4]); PUT(hex[c1 & 15]);
             } else {
                 PUT(c);
             }
+        }
         }
     }
     PUT('"');
