@@ -36,6 +36,14 @@
 #define MODELS QTTS_FIXTURES "/models"
 #define SPF 1920
 
+/* A sampled cv06 request that runs past the 300-frame window restart
+ * (the tests that use it check that it does). */
+#define LONG_TEXT                                                                   \
+    "A longer request that goes past the first decode window of three hundred " \
+    "frames, so the window restart with its left context is streamed too."
+#define LONG_SEED 7
+#define LONG_MAX_TOKENS 340
+
 typedef struct {
     float *pcm;
     size_t n, cap;
@@ -158,8 +166,8 @@ static void check_model(const char *name, const char *text, const char *speaker,
     r.speaker = speaker;
     if (long_run) {
         r.do_sample = 1;
-        r.seed = 7;
-        r.max_new_tokens = 340;
+        r.seed = LONG_SEED;
+        r.max_new_tokens = LONG_MAX_TOKENS;
     } else {
         r.do_sample = 0;
         r.subtalker_do_sample = 0;
@@ -193,9 +201,7 @@ static void check_model(const char *name, const char *text, const char *speaker,
 static void test_stream_exact(void) {
     check_model("cv06", "Hello! This is a short test of the speech engine.", "vivian", false);
     check_model("cv17", "Guten Tag, wie geht es Ihnen heute?", "ryan", false);
-    check_model("cv06", "A longer request that goes past the first decode window of three hundred "
-                        "frames, so the window restart with its left context is streamed too.",
-                "vivian", true);
+    check_model("cv06", LONG_TEXT, "vivian", true);
 }
 
 /* A greedy in-context cloning request on the fixture recording (read
@@ -416,12 +422,11 @@ static void test_manual_decode(void) {
     qtts_session *ses = qtts_session_new(e, &err);
     qtts_request r;
     qtts_request_init(&r);
-    r.text = "A longer request that goes past the first decode window of three hundred "
-             "frames, so the window restart with its left context is streamed too.";
+    r.text = LONG_TEXT;
     r.speaker = "vivian";
     r.do_sample = 1;
-    r.seed = 7;
-    r.max_new_tokens = 340;
+    r.seed = LONG_SEED;
+    r.max_new_tokens = LONG_MAX_TOKENS;
     sink ref;
     REQUIRE(!run(ses, r, 0, 0, &ref, &err), "%s", err.msg);
     CHECK(ref.frames > 300, "only %d frames (want a window restart)", ref.frames);
