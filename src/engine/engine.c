@@ -467,8 +467,24 @@ void qtts_request_init(qtts_request *r) {
     r->max_new_tokens = -1;
 }
 
+/* Decodes and delivers up to max_frames (<= 0: all) of the session's due
+ * frames: a stream's push, or whole 300-frame windows. */
+static qtts_status decode_due_audio(qtts_session *s, int max_frames, qtts_err *err) {
+    qtts_status st = QTTS_OK;
+    if (s->stream_n) {
+        const int n = max_frames > 0 && max_frames < s->due ? max_frames : s->due;
+        if (n > 0 && !(st = stream_push(s, n, err))) s->due -= n;
+    } else {
+        for (; !st && s->due >= QTTS_CODEC_CHUNK; s->due -= QTTS_CODEC_CHUNK) {
+            st = decode_deliver(s, s->decoded, s->decoded + QTTS_CODEC_CHUNK, err);
+            s->decoded += QTTS_CODEC_CHUNK;
+        }
+    }
+    return st;
+}
+
 /* The generation's frame callback: store the frame, pass it to on_frame,
- * decode a 300-frame window as soon as its last frame exists. A failure is
+ * decode the audio that falls due (unless decoding is manual). A failure is
  * kept in s->cb_status / s->cb_err (the generation reports CANCELLED). */
 static int on_gen_frame(void *user, int frame, const int32_t *codes) {
     qtts_session *s = user;
@@ -492,29 +508,20 @@ static int on_gen_frame(void *user, int frame, const int32_t *codes) {
         s->cb_status = qtts_fail(&s->cb_err, QTTS_ERR_CANCELLED, "cancelled by the caller");
         return 1;
     }
-    /* With manual decoding the same audio falls due at the same frame, and
-     * the caller decodes it (qtts_session_decode). */
+    /* Audio falls due: a push of first, 2 first, 4 first, ... frames, at
+     * most stream_n, or a completed window. It is decoded here, or with
+     * manual decoding by the caller (qtts_session_decode). */
     if (s->stream_n) {
-        /* pushes of first, 2 first, 4 first, ... frames, at most stream_n */
         const int pending = s->n_frames - s->decoded - s->due;
         if (pending >= s->stream_next) {
             s->stream_next = QTTS_MIN(s->stream_n, 2 * pending);
-            if (s->manual_decode) {
-                s->due += pending;
-                return 0;
-            }
-            s->cb_status = stream_push(s, pending, &s->cb_err);
-            if (s->cb_status) return 1;
+            s->due += pending;
         }
     } else if (!s->hold_audio && s->n_frames - s->decoded - s->due == QTTS_CODEC_CHUNK) {
-        if (s->manual_decode) {
-            s->due += QTTS_CODEC_CHUNK;
-            return 0;
-        }
-        s->cb_status = decode_deliver(s, s->decoded, s->n_frames, &s->cb_err);
-        s->decoded = s->n_frames;
-        if (s->cb_status) return 1;
+        s->due += QTTS_CODEC_CHUNK;
     }
+    if (!s->manual_decode && s->due && (s->cb_status = decode_due_audio(s, 0, &s->cb_err)))
+        return 1;
     return 0;
 }
 
@@ -890,16 +897,7 @@ qtts_status qtts_session_decode(qtts_session *s, int max_frames, qtts_err *err) 
     default:
         break;
     }
-    qtts_status st = QTTS_OK;
-    if (s->stream_n) {
-        const int n = max_frames > 0 && max_frames < s->due ? max_frames : s->due;
-        if (n > 0 && !(st = stream_push(s, n, err))) s->due -= n;
-    } else {
-        for (; !st && s->due >= QTTS_CODEC_CHUNK; s->due -= QTTS_CODEC_CHUNK) {
-            st = decode_deliver(s, s->decoded, s->decoded + QTTS_CODEC_CHUNK, err);
-            s->decoded += QTTS_CODEC_CHUNK;
-        }
-    }
+    const qtts_status st = decode_due_audio(s, max_frames, err);
     if (st) {   /* like a failure inside a step: the request has failed */
         s->state = SES_FAILED;
         s->err = *err;
