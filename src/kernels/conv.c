@@ -34,6 +34,11 @@
  * bf16 words (packed by the table, which rounds), its weights pairs too,
  * and K blocks start at even rows.
  *
+ * A conv on at most QTTS_CONV_NARROW_MAX columns goes to the table's
+ * narrow kernel where it has one (conv_impl.h): the input is packed once
+ * as xk[K][n] and the row groups are split over the pool; every weight is
+ * read once. If the workspace for xk cannot be had, the tiles run instead.
+ *
  * SnakeBeta runs row by row on the ISA's row function, rows split over the
  * pool.
  */
@@ -113,7 +118,7 @@ static void tile_ref(const qtts_conv_tile *t) {
     }
 }
 
-const qtts_conv_isa qtts_conv_isa_ref = {"scalar", REF_NR, 256, tile_ref, snake_row_ref};
+const qtts_conv_isa qtts_conv_isa_ref = {"scalar", REF_NR, 256, tile_ref, snake_row_ref, NULL};
 
 /* ==== dispatch ============================================================= */
 
@@ -387,6 +392,47 @@ static void conv_task(void *ctx, int task) {
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+/* A conv on few columns through the table's narrow kernel (conv_impl.h). */
+typedef struct {
+    const qtts_conv_isa *isa;
+    qtts_conv_narrow t;
+    int ngroups, gpt;
+} narrow_job;
+
+static void narrow_task(void *ctx, int task) {
+    const narrow_job *j = ctx;
+    const int g0 = task * j->gpt;
+    j->isa->narrow(&j->t, g0, QTTS_MIN(j->ngroups, g0 + j->gpt));
+}
+
+/* false (nothing done) when the workspace for the input cannot be had */
+static bool narrow_run(const qtts_conv_isa *isa, const qtts_conv1d *c, float *y, size_t ldy,
+                       const float *x, size_t ldx, int n, bool accumulate, qtts_conv_ws *ws) {
+    const int K = c->taps * c->cin;
+    if (!ws || !ws_reserve(ws, 1, (size_t)K * n)) return false;
+    /* xk[kk][n]: input row ci shifted left by (taps-1-tap)*dil, as a panel */
+    float *xk = ws->buf[0];
+    for (int kk = 0; kk < K; kk++) {
+        const int tap = kk / c->cin, ci = kk % c->cin;
+        memcpy(xk + (size_t)kk * n, x + (size_t)ci * ldx - (ptrdiff_t)(c->taps - 1 - tap) * c->dil,
+               sizeof(float) * (size_t)n);
+    }
+    narrow_job j = {.isa = isa,
+                    .t = {.w = c->w, .xk = xk, .K = K, .cols = n, .cout = c->cout, .y = y,
+                          .ldy = ldy, .bias = c->bias, .accumulate = accumulate},
+                    .ngroups = ceil_div(c->cout, MR)};
+    const int threads = qtts_threads_count();
+    const bool parallel = threads > 1 && (double)c->cout * K * n >= MIN_PARALLEL_MACS;
+    /* tasks of whole 8-group chunks (the kernel's widest), a few per thread */
+    const int tasks0 = parallel ? TASKS_PER_THREAD * threads : 1;
+    j.gpt = QTTS_MAX(1, ceil_div(ceil_div(j.ngroups, tasks0), 8)) * 8;
+    const int tasks = ceil_div(j.ngroups, j.gpt);
+    if (parallel && tasks > 1) qtts_parallel_for(tasks, narrow_task, &j);
+    else
+        for (int t = 0; t < tasks; t++) narrow_task(&j, t);
+    return true;
+}
+
 void qtts_conv1d_run_isa(const qtts_conv_isa *isa, const qtts_conv1d *c, float *y, size_t ldy,
                          const float *x, size_t ldx, int n, bool accumulate, qtts_conv_ws *ws) {
     if (n <= 0) return;
@@ -394,6 +440,12 @@ void qtts_conv1d_run_isa(const qtts_conv_isa *isa, const qtts_conv1d *c, float *
     /* bf16 weights exist only where bf16_table() is usable (to_bf16) */
     const qtts_conv_bf16_isa *bf = c->wb ? bf16_table() : NULL;
     QTTS_ASSERT(bf || c->w);
+    if (!bf && isa->narrow && n <= QTTS_CONV_NARROW_MAX) {
+        qtts_conv_ws *own = ws ? NULL : qtts_conv_ws_new();
+        const bool done = narrow_run(isa, c, y, ldy, x, ldx, n, accumulate, ws ? ws : own);
+        qtts_conv_ws_free(own);
+        if (done) return;
+    }
     const int nr = bf ? bf->nr : isa->nr, kc = bf ? bf->kc : isa->kc;
     conv_job j = {.isa = bf ? NULL : isa, .bf = bf, .nr = nr, .tile = bf ? bf->tile : isa->tile,
                   .c = c, .y = y, .ldy = ldy, .x = x, .ldx = ldx, .n = n,

@@ -139,6 +139,13 @@ static void snake_avx2(float *y, const float *x, float ea_, float ib_, int n) {
     }
 }
 
-const qtts_conv_isa qtts_conv_isa_avx2 = {"avx2", NR, 256, tile_avx2, snake_avx2};
+/* ==== Few columns ======================================================== */
+
+/* 16 vector registers: G x C accumulators + C broadcasts + a weight vector. */
+#define NARROW_G(C) ((C) == 1 ? 8 : (C) <= 3 ? 4 : (C) == 4 ? 2 : 1)
+#include "conv_narrow_x86.h"
+
+const qtts_conv_isa qtts_conv_isa_avx2 = {"avx2", NR, 256, tile_avx2, snake_avx2,
+                                          qtts_conv_narrow_x86};
 
 #endif

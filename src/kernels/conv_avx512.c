@@ -64,6 +64,12 @@ static void tile_avx512(const qtts_conv_tile *t) {
     else tile_nv(t, 1);
 }
 
+/* ==== Few columns ======================================================== */
+
+/* 32 vector registers: G x C accumulators + C broadcasts stay under 24. */
+#define NARROW_G(C) ((C) <= 2 ? 8 : (C) <= 4 ? 4 : 2)
+#include "conv_narrow_x86.h"
+
 /* ==== SnakeBeta =========================================================== */
 
 #define SET(c) _mm512_set1_ps(c)
@@ -111,6 +117,7 @@ static void snake_avx512(float *y, const float *x, float ea_, float ib_, int n) 
     }
 }
 
-const qtts_conv_isa qtts_conv_isa_avx512 = {"avx512", NR, 128, tile_avx512, snake_avx512};
+const qtts_conv_isa qtts_conv_isa_avx512 = {"avx512", NR, 128, tile_avx512, snake_avx512,
+                                            qtts_conv_narrow_x86};
 
 #endif

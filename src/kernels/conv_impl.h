@@ -77,6 +77,35 @@ typedef struct {
     bool accumulate;
 } qtts_conv_tile;
 
+/*
+ * A conv on few columns (n <= QTTS_CONV_NARROW_MAX: the early layers of a
+ * streaming push, 1-8 columns per frame) is a matrix-vector product in
+ * disguise: every weight is used for n columns only, so the time is the
+ * weight read. The tile above puts columns in lanes and computes a whole
+ * vector of them whatever n, 8 dependent FMAs per reduction row and row
+ * group, and reads weights at a fraction of the memory's speed. The narrow
+ * kernel puts the 8 rows of a group in lanes instead: per reduction row it
+ * loads the group's 8 weights once and does one FMA per needed column, over
+ * several row groups at once (independent chains to hide the FMA latency,
+ * each group's weights one sequential stream). Each output is still the
+ * same fp32 chain in increasing kk, so the bits are the tile's.
+ *
+ * Input: xk[kk][cols], row kk = tap * cin + ci as in the panel (packed once
+ * per conv by conv.c). Groups g0..g1-1 of the conv's packed weights, all K
+ * rows; y as in qtts_conv_tile's final block.
+ */
+#define QTTS_CONV_NARROW_MAX 8
+
+typedef struct {
+    const float *w;      /* the conv's packed weights [groups][K][8] */
+    const float *xk;     /* [K][cols] */
+    int K, cols, cout;
+    float *y;            /* row 0 of the conv's output, row stride ldy */
+    size_t ldy;
+    const float *bias;   /* [cout] or NULL */
+    bool accumulate;
+} qtts_conv_narrow;
+
 typedef struct {
     const char *name;
     int nr;              /* columns per tile */
@@ -85,6 +114,9 @@ typedef struct {
     /* One row of SnakeBeta: y[i] = x[i] + ib * sin(ea * x[i])^2, i < n
      * (y may alias x). */
     void (*snake)(float *y, const float *x, float ea, float ib, int n);
+    /* Row groups g0..g1-1 of a conv on t->cols <= QTTS_CONV_NARROW_MAX
+     * columns (above), or NULL: the tiles serve every n. */
+    void (*narrow)(const qtts_conv_narrow *t, int g0, int g1);
 } qtts_conv_isa;
 
 extern const qtts_conv_isa qtts_conv_isa_ref;

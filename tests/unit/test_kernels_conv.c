@@ -76,6 +76,16 @@ static const conv_case cases[] = {
     {72, 33, 7, 3, 250, true, false},   /* several column tiles */
     {9, 300, 2, 1, 40, true, true},     /* a 17-32 column tile over K blocks */
     {11, 80, 7, 1, 20, false, true},    /* a 17-32 column tile, one K block */
+    /* n <= QTTS_CONV_NARROW_MAX: the narrow kernels (rows in lanes) where a
+     * table has them; 13 groups = chunks of 8, 4 or 2 plus a remainder */
+    {104, 37, 7, 3, 1, true, false},
+    {104, 40, 2, 1, 2, false, true},
+    {99, 21, 3, 9, 3, true, true},      /* partial last group */
+    {13, 300, 7, 1, 4, true, false},    /* K = 2100 */
+    {104, 16, 7, 1, 5, true, true},
+    {30, 50, 1, 1, 6, false, false},
+    {104, 33, 3, 3, 7, true, false},
+    {57, 64, 7, 1, 8, true, true},
 };
 
 typedef struct {
@@ -189,7 +199,9 @@ static void test_conv_columns(void) {
 static void test_conv_threads(void) {
     uint64_t seed = 3;
     const conv_case cs[] = {{96, 96, 7, 3, 700, true, true}, {200, 64, 2, 1, 300, true, false},
-                            {8, 512, 1, 1, 900, false, true}};
+                            {8, 512, 1, 1, 900, false, true},
+                            {203, 512, 3, 1, 4, true, true},   /* narrow, on the pool */
+                            {640, 256, 7, 3, 1, true, false}};
     qtts_conv_ws *ws = qtts_conv_ws_new();
     REQUIRE(ws, "workspace");
     for (size_t ci = 0; ci < QTTS_ARRAY_LEN(cs); ci++) {
