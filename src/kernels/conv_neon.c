@@ -10,6 +10,9 @@
  * zero padding and never stored; the store of y is scalar (a few outputs
  * per tile, the same add as the scalar table).
  *
+ * Few columns (n <= QTTS_CONV_NARROW_MAX): rows in lanes instead, as in
+ * conv_narrow_x86.h, with FMLA by a scalar element.
+ *
  * Snake: 4 lanes of the polynomial of conv_impl.h with the same fused and
  * unfused operations, the quadrant's parity by a bit select; lanes with
  * |u| > 8192 or non-finite u are redone with libm sinf; the row's tail goes
@@ -57,6 +60,69 @@ static void tile_neon(const qtts_conv_tile *t) {
 #undef ROW
     }
     qtts_neon_tile_out(t, a);
+}
+
+/* ==== Few columns (conv_impl.h, qtts_conv_narrow) ======================== */
+
+/* G row groups x C columns, rows in lanes: a group's 8 weights of one
+ * reduction row in two vectors, each column's input a scalar operand
+ * (FMLA by element), group g, column c one fma chain per lane from +0 in
+ * increasing kk. G x C x 2 accumulators stay under 25 of the 32 registers. */
+INLINE void narrow_gc(const qtts_conv_narrow *t, int g0, const int G, const int C) {
+    const size_t gs = (size_t)t->K * QTTS_CONV_MR;
+    const float *w = t->w + (size_t)g0 * gs, *xk = t->xk;
+    float32x4_t a[8][8][2];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) a[g][c][0] = a[g][c][1] = vdupq_n_f32(0.0f);
+    for (int kk = 0; kk < t->K; kk++, w += QTTS_CONV_MR, xk += C) {
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            const float32x4_t w0 = vld1q_f32(w + g * gs), w1 = vld1q_f32(w + g * gs + 4);
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) {
+                a[g][c][0] = vfmaq_n_f32(a[g][c][0], w0, xk[c]);
+                a[g][c][1] = vfmaq_n_f32(a[g][c][1], w1, xk[c]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++) {
+        const int row = (g0 + g) * QTTS_CONV_MR, rows = QTTS_MIN(QTTS_CONV_MR, t->cout - row);
+        float v[8][8];
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) vst1q_f32(v[c], a[g][c][0]), vst1q_f32(v[c] + 4, a[g][c][1]);
+        for (int r = 0; r < rows; r++) {
+            float *yr = t->y + (size_t)(row + r) * t->ldy;
+            const float b = t->bias ? t->bias[row + r] : 0.0f;
+            for (int c = 0; c < C; c++) {
+                const float val = v[c][r] + b;
+                yr[c] = t->accumulate ? yr[c] + val : val;
+            }
+        }
+    }
+}
+
+INLINE void narrow_c(const qtts_conv_narrow *t, int g0, int g1, const int C) {
+    const int G = C == 1 ? 8 : C <= 3 ? 4 : C == 4 ? 2 : 1;
+    int g = g0;
+    for (; g + G <= g1; g += G) narrow_gc(t, g, G, C);
+    for (; g < g1; g++) narrow_gc(t, g, 1, C);
+}
+
+static void narrow_neon(const qtts_conv_narrow *t, int g0, int g1) {
+    switch (t->cols) {
+    case 1: narrow_c(t, g0, g1, 1); break;
+    case 2: narrow_c(t, g0, g1, 2); break;
+    case 3: narrow_c(t, g0, g1, 3); break;
+    case 4: narrow_c(t, g0, g1, 4); break;
+    case 5: narrow_c(t, g0, g1, 5); break;
+    case 6: narrow_c(t, g0, g1, 6); break;
+    case 7: narrow_c(t, g0, g1, 7); break;
+    case 8: narrow_c(t, g0, g1, 8); break;
+    default: QTTS_ASSERT(!"narrow conv: 1-8 columns");
+    }
 }
 
 /* ==== SnakeBeta =========================================================== */
@@ -111,6 +177,7 @@ static void snake_neon(float *y, const float *x, float ea_, float ib_, int n) {
     }
 }
 
-const qtts_conv_isa qtts_conv_isa_neon = {"neon", NR, 256, tile_neon, snake_neon, NULL};
+const qtts_conv_isa qtts_conv_isa_neon = {"neon", NR, 256, tile_neon, snake_neon,
+                                          narrow_neon};
 
 #endif
