@@ -392,9 +392,9 @@ static void conv_task(void *ctx, int task) {
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-/* A conv on few columns through the table's narrow kernel (conv_impl.h). */
+/* A conv on few columns through a table's narrow kernel (conv_impl.h). */
 typedef struct {
-    const qtts_conv_isa *isa;
+    void (*narrow)(const qtts_conv_narrow *t, int g0, int g1);
     qtts_conv_narrow t;
     int ngroups, gpt;
 } narrow_job;
@@ -402,28 +402,44 @@ typedef struct {
 static void narrow_task(void *ctx, int task) {
     const narrow_job *j = ctx;
     const int g0 = task * j->gpt;
-    j->isa->narrow(&j->t, g0, QTTS_MIN(j->ngroups, g0 + j->gpt));
+    j->narrow(&j->t, g0, QTTS_MIN(j->ngroups, g0 + j->gpt));
 }
 
-/* false (nothing done) when the workspace for the input cannot be had */
-static bool narrow_run(const qtts_conv_isa *isa, const qtts_conv1d *c, float *y, size_t ldy,
-                       const float *x, size_t ldx, int n, bool accumulate, qtts_conv_ws *ws) {
-    const int K = c->taps * c->cin;
-    if (!ws || !ws_reserve(ws, 1, (size_t)K * n)) return false;
-    /* xk[kk][n]: input row ci shifted left by (taps-1-tap)*dil, as a panel */
-    float *xk = ws->buf[0];
-    for (int kk = 0; kk < K; kk++) {
-        const int tap = kk / c->cin, ci = kk % c->cin;
-        memcpy(xk + (size_t)kk * n, x + (size_t)ci * ldx - (ptrdiff_t)(c->taps - 1 - tap) * c->dil,
-               sizeof(float) * (size_t)n);
-    }
-    narrow_job j = {.isa = isa,
-                    .t = {.w = c->w, .xk = xk, .K = K, .cols = n, .cout = c->cout, .y = y,
-                          .ldy = ldy, .bias = c->bias, .accumulate = accumulate},
+/* Input row kk of a conv's reduction (channel ci shifted left by
+ * (taps-1-tap)*dil columns), as the panels read it. */
+static const float *reduction_row(const qtts_conv1d *c, const float *x, size_t ldx, int kk) {
+    const int tap = kk / c->cin, ci = kk % c->cin;
+    return x + (size_t)ci * ldx - (ptrdiff_t)(c->taps - 1 - tap) * c->dil;
+}
+
+/* false (nothing done) when the workspace for the packed input cannot be
+ * had. bf: the bf16 table when c has bf16 weights, else NULL. */
+static bool narrow_run(const qtts_conv_isa *isa, const qtts_conv_bf16_isa *bf,
+                       const qtts_conv1d *c, float *y, size_t ldy, const float *x, size_t ldx,
+                       int n, bool accumulate, qtts_conv_ws *ws) {
+    const int K = c->taps * c->cin, rows = bf ? (K + 1) / 2 : K;
+    if (!ws || !ws_reserve(ws, 1, (size_t)rows * n)) return false;
+    narrow_job j = {.narrow = bf ? bf->narrow : isa->narrow,
+                    .t = {.K = rows, .cols = n, .cout = c->cout, .y = y, .ldy = ldy,
+                          .bias = c->bias, .accumulate = accumulate},
                     .ngroups = ceil_div(c->cout, MR)};
+    if (bf) {
+        /* xb[p][n]: the bf16 pair of reduction rows 2p, 2p + 1 (zero past K) */
+        uint32_t *xb = (uint32_t *)ws->buf[0];
+        for (int p = 0; p < rows; p++)
+            bf->pack_pair(xb + (size_t)p * n, reduction_row(c, x, ldx, 2 * p),
+                          2 * p + 1 < K ? reduction_row(c, x, ldx, 2 * p + 1) : NULL, n, n);
+        j.t.wb = c->wb, j.t.xb = xb;
+    } else {
+        /* xk[kk][n] */
+        float *xk = ws->buf[0];
+        for (int kk = 0; kk < K; kk++)
+            memcpy(xk + (size_t)kk * n, reduction_row(c, x, ldx, kk), sizeof(float) * (size_t)n);
+        j.t.w = c->w, j.t.xk = xk;
+    }
     const int threads = qtts_threads_count();
     const bool parallel = threads > 1 && (double)c->cout * K * n >= MIN_PARALLEL_MACS;
-    /* tasks of whole 8-group chunks (the kernel's widest), a few per thread */
+    /* tasks of whole 8-group chunks (the kernels' widest), a few per thread */
     const int tasks0 = parallel ? TASKS_PER_THREAD * threads : 1;
     j.gpt = QTTS_MAX(1, ceil_div(ceil_div(j.ngroups, tasks0), 8)) * 8;
     const int tasks = ceil_div(j.ngroups, j.gpt);
@@ -440,9 +456,9 @@ void qtts_conv1d_run_isa(const qtts_conv_isa *isa, const qtts_conv1d *c, float *
     /* bf16 weights exist only where bf16_table() is usable (to_bf16) */
     const qtts_conv_bf16_isa *bf = c->wb ? bf16_table() : NULL;
     QTTS_ASSERT(bf || c->w);
-    if (!bf && isa->narrow && n <= QTTS_CONV_NARROW_MAX) {
+    if (n <= QTTS_CONV_NARROW_MAX && (bf ? bf->narrow : isa->narrow)) {
         qtts_conv_ws *own = ws ? NULL : qtts_conv_ws_new();
-        const bool done = narrow_run(isa, c, y, ldy, x, ldx, n, accumulate, ws ? ws : own);
+        const bool done = narrow_run(isa, bf, c, y, ldy, x, ldx, n, accumulate, ws ? ws : own);
         qtts_conv_ws_free(own);
         if (done) return;
     }

@@ -55,6 +55,68 @@ static void tile_bf16(const qtts_conv_tile *t) {
     else tile_nv(t, 1);
 }
 
+/* Few columns (conv_impl.h, qtts_conv_narrow), rows in lanes: per pair of
+ * reduction rows, one load of a group's 8 weight words and one VDPBF16PS
+ * per column against that column's input pair broadcast. A lane's
+ * VDPBF16PS is the tile's (the same two products into the same
+ * accumulator, the operands' roles swapped), so the bits are the tile's. */
+INLINE void narrow_gc(const qtts_conv_narrow *t, int g0, const int G, const int C) {
+    const size_t gs = (size_t)t->K * QTTS_CONV_MR;
+    const uint32_t *w = t->wb + (size_t)g0 * gs, *xk = t->xb;
+    __m256 a[8][8];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) a[g][c] = _mm256_setzero_ps();
+    for (int p = 0; p < t->K; p++, w += QTTS_CONV_MR, xk += C) {
+        __m256bh xb[8];
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) xb[c] = (__m256bh)_mm256_set1_epi32((int)xk[c]);
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            const __m256bh wv = (__m256bh)_mm256_loadu_si256((const __m256i *)(w + g * gs));
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) a[g][c] = _mm256_dpbf16_ps(a[g][c], wv, xb[c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++) {
+        const int row = (g0 + g) * QTTS_CONV_MR, rows = QTTS_MIN(QTTS_CONV_MR, t->cout - row);
+        float v[8][8];
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) _mm256_storeu_ps(v[c], a[g][c]);
+        for (int r = 0; r < rows; r++) {
+            float *yr = t->y + (size_t)(row + r) * t->ldy;
+            const float b = t->bias ? t->bias[row + r] : 0.0f;
+            for (int c = 0; c < C; c++) {
+                const float val = v[c][r] + b;
+                yr[c] = t->accumulate ? yr[c] + val : val;
+            }
+        }
+    }
+}
+
+INLINE void narrow_c(const qtts_conv_narrow *t, int g0, int g1, const int C) {
+    const int G = C <= 2 ? 8 : C <= 4 ? 4 : 2;
+    int g = g0;
+    for (; g + G <= g1; g += G) narrow_gc(t, g, G, C);
+    for (; g < g1; g++) narrow_gc(t, g, 1, C);
+}
+
+static void narrow_bf16(const qtts_conv_narrow *t, int g0, int g1) {
+    switch (t->cols) {
+    case 1: narrow_c(t, g0, g1, 1); break;
+    case 2: narrow_c(t, g0, g1, 2); break;
+    case 3: narrow_c(t, g0, g1, 3); break;
+    case 4: narrow_c(t, g0, g1, 4); break;
+    case 5: narrow_c(t, g0, g1, 5); break;
+    case 6: narrow_c(t, g0, g1, 6); break;
+    case 7: narrow_c(t, g0, g1, 7); break;
+    case 8: narrow_c(t, g0, g1, 8); break;
+    default: QTTS_ASSERT(!"narrow conv: 1-8 columns");
+    }
+}
+
 /* Word j of the result: bf16 j of row a (word index j) and of row b (16 + j). */
 static const uint16_t interleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                         8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
@@ -72,6 +134,7 @@ static void pack_pair(uint32_t *dst, const float *a, const float *b, int cols, i
     for (j = cols; j < nr; j++) dst[j] = 0;
 }
 
-const qtts_conv_bf16_isa qtts_conv_bf16_avx512 = {"avx512-bf16", NR, 256, tile_bf16, pack_pair};
+const qtts_conv_bf16_isa qtts_conv_bf16_avx512 = {"avx512-bf16", NR, 256, tile_bf16, pack_pair,
+                                                   narrow_bf16};
 
 #endif

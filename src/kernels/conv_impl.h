@@ -99,6 +99,9 @@ typedef struct {
 typedef struct {
     const float *w;      /* the conv's packed weights [groups][K][8] */
     const float *xk;     /* [K][cols] */
+    /* bf16 kernels instead: [groups][K][8] and [K][cols] words, each a
+     * pair of reduction rows (qtts_conv_tile.wb/xb), K counted in pairs */
+    const uint32_t *wb, *xb;
     int K, cols, cout;
     float *y;            /* row 0 of the conv's output, row stride ldy */
     size_t ldy;
@@ -137,6 +140,7 @@ typedef struct {
     int kc;              /* reduction rows per panel (even) */
     void (*tile)(const qtts_conv_tile *t);
     void (*pack_pair)(uint32_t *dst, const float *a, const float *b, int cols, int nr);
+    void (*narrow)(const qtts_conv_narrow *t, int g0, int g1);   /* or NULL */
 } qtts_conv_bf16_isa;
 
 #if defined(__x86_64__)

@@ -79,6 +79,6 @@ static void pack_pair(uint32_t *dst, const float *a, const float *b, int cols, i
     for (; j < nr; j++) dst[j] = 0;
 }
 
-const qtts_conv_bf16_isa qtts_conv_bf16_neon = {"neon-bf16", NR, 256, tile_bf16, pack_pair};
+const qtts_conv_bf16_isa qtts_conv_bf16_neon = {"neon-bf16", NR, 256, tile_bf16, pack_pair, NULL};
 
 #endif

@@ -179,7 +179,7 @@ static void test_conv_columns(void) {
     for (int i = 0; i < n_isas; i++) {
         float *full = run_conv(isas[i], &d, &k, NULL);
         const size_t ldy = (size_t)k.n + 2;
-        const int cuts[][2] = {{0, 1}, {0, 47}, {5, 60}, {49, 81}, {97, 130}};
+        const int cuts[][2] = {{0, 1}, {0, 47}, {5, 60}, {49, 81}, {97, 130}, {20, 27}};
         for (size_t c = 0; c < QTTS_ARRAY_LEN(cuts); c++) {
             const int t0 = cuts[c][0], m = cuts[c][1] - t0;
             float *y = malloc(sizeof(float) * k.cout * m);
@@ -271,6 +271,8 @@ static void test_conv_bf16(void) {
     }
     uint64_t seed = 5;
     const conv_case extra[] = {{16, 7, 1, 1, 33, true, false},   /* K = 7: odd, one pair half empty */
+                               {104, 7, 3, 1, 3, true, false},   /* K = 21, narrow */
+                               {99, 9, 1, 1, 6, false, true},    /* K = 9, narrow, partial group */
                                {24, 3, 7, 2, 90, true, true},    /* K = 21 */
                                {8, 257, 1, 1, 20, false, false}, /* K = 257: odd across K blocks */
                                {96, 96, 7, 3, 700, true, true}};
@@ -324,6 +326,17 @@ static void test_conv_bf16(void) {
         for (int o = 0; o < k->cout && !k->accumulate; o++)
             same &= memcmp(part + (size_t)o * m, y + o * ldy + t0, sizeof(float) * m) == 0;
         CHECK(same, "case %zu: columns %d.. alone differ", ci, t0);
+        /* 1 and 7 columns alone (the narrow kernel where the table has one)
+         * against the same columns of the tiles' run */
+        for (int w = 1; w <= 7 && k->n > QTTS_CONV_NARROW_MAX && !k->accumulate; w += 6) {
+            float *few = malloc(sizeof(float) * k->cout * w);
+            qtts_conv1d_run(&d.c, few, (size_t)w, d.x + d.P + t0, d.ldx, w, false, NULL);
+            bool same_few = true;
+            for (int o = 0; o < k->cout; o++)
+                same_few &= memcmp(few + (size_t)o * w, y + o * ldy + t0, sizeof(float) * w) == 0;
+            CHECK(same_few, "case %zu: %d columns alone differ from the tiles'", ci, w);
+            free(few);
+        }
         /* nor on the thread count */
         qtts_threads_init(2);
         float *y2 = malloc(sizeof(float) * k->cout * ldy);
