@@ -125,10 +125,10 @@ bench-codec: $(BUILD)/bench_codec
 EMU_FLAGS = -mavx2 -mfma -mf16c -Wno-psabi -include tests/isa_emu.h
 $(BUILD)/emu/kernels_avx512_emu.o: src/kernels/kernels_avx512.c tests/isa_emu.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(EMU_FLAGS) -Dqtts_isa_avx512=qtts_isa_avx512_emu -c $< -o $@
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(EMU_FLAGS) -Dqtts_isa_avx512=qtts_isa_avx512_emu -MMD -MP -c $< -o $@
 $(BUILD)/emu/kernels_avxvnni_emu.o: src/kernels/kernels_avxvnni.c src/kernels/kernels_avx2.c tests/isa_emu.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(EMU_FLAGS) -Dqtts_isa_avxvnni=qtts_isa_avxvnni_emu -c $< -o $@
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(EMU_FLAGS) -Dqtts_isa_avxvnni=qtts_isa_avxvnni_emu -MMD -MP -c $< -o $@
 $(BUILD)/emu/test_kernels_emu: tests/unit/test_kernels.c $(BUILD)/emu/kernels_avx512_emu.o \
                                $(BUILD)/emu/kernels_avxvnni_emu.o $(LIB)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Itests -DQTTS_TEST_ISA_EMU -o $@ $^ $(LDLIBS)
@@ -141,13 +141,17 @@ check-isa-emu: $(BUILD)/emu/test_kernels_emu
 CONV_EMU_FLAGS = -mavx2 -mfma -mf16c -Wno-psabi -include tests/conv_isa_emu.h
 $(BUILD)/emu/conv_avx512_emu.o: src/kernels/conv_avx512.c tests/conv_isa_emu.h tests/isa_emu.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(CONV_EMU_FLAGS) -Dqtts_conv_isa_avx512=qtts_conv_isa_avx512_emu -c $< -o $@
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(CONV_EMU_FLAGS) -Dqtts_conv_isa_avx512=qtts_conv_isa_avx512_emu -MMD -MP -c $< -o $@
 $(BUILD)/emu/test_kernels_conv_emu: tests/unit/test_kernels_conv.c $(BUILD)/emu/conv_avx512_emu.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Itests -DQTTS_TEST_CONV_EMU -o $@ $^ $(LDLIBS)
 
 check-conv-emu: $(BUILD)/emu/test_kernels_conv_emu
 	@tests/run.sh $<
+
+# the emulated objects' header dependencies (conv_impl.h, kernels_impl.h, ...)
+-include $(BUILD)/emu/kernels_avx512_emu.d $(BUILD)/emu/kernels_avxvnni_emu.d \
+         $(BUILD)/emu/conv_avx512_emu.d
 
 # aarch64 cross check: the library compiled with aarch64-linux-gnu-gcc
 # (-idirafter lets it see the host's arch-independent library headers),
