@@ -618,6 +618,9 @@ int qtts_cmd_bench(int argc, char **argv) {
     }
     qtts_session *ses = qtts_session_new(eng, &err);
     if (!ses) bdie("%s", err.msg);
+    /* every run the same sentence: each prefill computes every row, as a
+     * first request does, instead of reusing the last run's prompt */
+    qtts_session_set_prompt_reuse(ses, false);
 
     const qtts_talker_weights *w = qtts_engine_talker(eng);
     const qtts_codec_decoder *dec = qtts_engine_codec(eng);

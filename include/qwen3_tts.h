@@ -316,6 +316,16 @@ void qtts_session_cancel(qtts_session *s);
  * keeps the mode it started with). */
 void qtts_session_set_manual_decode(qtts_session *s, bool manual);
 
+/* Prompt reuse (on by default): a session keeps the prompt rows of its
+ * last request beside their KV cache, and the next request's prefill
+ * computes only the rows after those they share (the same speaker,
+ * language and instruction share the role and codec-prefix rows; the same
+ * voice description or in-context reference shares its whole block). The
+ * output is the same bits either way; only its time to first audio
+ * changes. Off: every prefill computes every row (benchmarks of the cold
+ * case). Backends without it (cuda) always compute every row. */
+void qtts_session_set_prompt_reuse(qtts_session *s, bool reuse);
+
 /* Frames whose audio is due on a running or done session (0 otherwise). */
 int qtts_session_decode_due(const qtts_session *s);
 

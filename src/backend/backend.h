@@ -73,9 +73,15 @@ typedef struct {
     int (*seq_max_pos)(const qtts_backend *be, const qtts_seq *s);
 
     /* Reset s and run the talker over embeds[L, H] (positions 0..L-1);
-     * logits[V] and hidden[H] (final-normed) of the last position. */
+     * logits[V] and hidden[H] (final-normed) of the last position. A
+     * backend may skip the leading rows that are bit-identical to those
+     * of s's previous prefill, whose KV s still holds (the CPU backend
+     * does): the results are the same bits, only sooner. */
     qtts_status (*prefill)(qtts_backend *be, qtts_seq *s, const float *embeds, int L,
                            float *logits, float *hidden, qtts_err *err);
+    /* Optional (NULL: nothing is reused): the next prefill of s computes
+     * every row (a benchmark of cold prefills). */
+    void (*seq_forget)(qtts_backend *be, qtts_seq *s);
 
     /* One decode step: the talker input is the sum of the previous frame's
      * G codec embeddings (codes[G], unprojected) plus text_row[H]. */
@@ -118,5 +124,9 @@ void qtts_backend_close(qtts_backend *be);  /* NULL ok */
 
 /* Comma-separated names of the compiled-in backends. */
 const char *qtts_backend_names(void);
+
+/* Rows the last prefill of a CPU backend's sequence took from its
+ * previous one instead of computing them (tests). */
+int qtts_backend_cpu_seq_reused(const qtts_seq *s);
 
 #endif

@@ -107,6 +107,7 @@ struct qtts_session {
     int decoded;                   /* frames already decoded and delivered */
     bool manual_decode;            /* the request in flight: the caller decodes */
     bool manual_setting;           /*   (qtts_session_decode); taken at each start */
+    bool no_prompt_reuse;          /* qtts_session_set_prompt_reuse(false) */
     int due;                       /* manual: frames from `decoded` whose audio is due */
     size_t n_samples;
     double t0;
@@ -756,6 +757,8 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
     if (st) goto done;
     st = ensure_seq(s, s->prompt.len + gp.max_new_tokens, err);
     if (st) goto done;
+    if (s->no_prompt_reuse && e->backend->ops->seq_forget)
+        e->backend->ops->seq_forget(e->backend, s->seq);
     st = qtts_gen_begin(&s->gen, e->backend, s->seq, e->talker, &s->prompt, &gp, on_gen_frame, s,
                         NULL, err);
     if (st) goto done;
@@ -880,6 +883,8 @@ void qtts_session_cancel(qtts_session *s) {
 }
 
 void qtts_session_set_manual_decode(qtts_session *s, bool manual) { s->manual_setting = manual; }
+
+void qtts_session_set_prompt_reuse(qtts_session *s, bool reuse) { s->no_prompt_reuse = !reuse; }
 
 int qtts_session_decode_due(const qtts_session *s) {
     return s && (s->state == SES_RUNNING || s->state == SES_DONE) ? s->due : 0;

@@ -40,6 +40,8 @@ static qtts_status t_prefill(qtts_backend *be, qtts_seq *s, const float *embeds,
     return r;
 }
 
+static void t_seq_forget(qtts_backend *be, qtts_seq *s) { IN(be)->ops->seq_forget(IN(be), s); }
+
 static qtts_status t_step(qtts_backend *be, qtts_seq *s, const int32_t *codes,
                           const float *text_row, float *logits, float *hidden, qtts_err *err) {
     const double t0 = qtts_now();
@@ -96,6 +98,7 @@ qtts_status qtts_backend_timed(qtts_backend *inner, qtts_engine_stats *stats, qt
         .seq_free = t_seq_free,
         .seq_max_pos = t_seq_max_pos,
         .prefill = t_prefill,
+        .seq_forget = inner->ops->seq_forget ? t_seq_forget : NULL,
         .step = t_step,
         .cp_frame = t_cp_frame,
         .step_batch = t_step_batch,

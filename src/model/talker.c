@@ -696,14 +696,21 @@ static void talker_heads(const qtts_talker_weights *w, row_scratch *s, int m) {
 qtts_status qtts_talker_prefill(const qtts_talker_weights *w, qtts_talker_state *st,
                                 const float *embeds, int L, float *logits, float *hidden,
                                 qtts_err *err) {
+    return qtts_talker_prefill_from(w, st, embeds, L, 0, logits, hidden, err);
+}
+
+qtts_status qtts_talker_prefill_from(const qtts_talker_weights *w, qtts_talker_state *st,
+                                     const float *embeds, int L, int from, float *logits,
+                                     float *hidden, qtts_err *err) {
     if (L < 1 || L > st->max_pos)
         return qtts_fail(err, QTTS_ERR_LIMIT, "talker: prefill of %d positions does not fit the "
                          "state's %d", L, st->max_pos);
+    QTTS_ASSERT(from >= 0 && from < L);
     const int H = w->hidden, R = QTTS_TALKER_ROWS;
     row_scratch *s = &st->rs;
-    st->pos = 0;
+    st->pos = from;
     int last = 0;
-    for (int p0 = 0; p0 < L; p0 += R) {
+    for (int p0 = from; p0 < L; p0 += R) {
         const int m = QTTS_MIN(R, L - p0);
         memcpy(s->x, embeds + (size_t)p0 * H, sizeof(float) * (size_t)m * H);
         for (int r = 0; r < m; r++) s->rc[r] = talker_row(st, p0 + r);

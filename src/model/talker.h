@@ -178,6 +178,15 @@ qtts_status qtts_talker_prefill(const qtts_talker_weights *w, qtts_talker_state 
                                 const float *embeds, int L, float *logits, float *hidden,
                                 qtts_err *err);
 
+/* The same, computing positions from..L-1 only (0 <= from < L): the KV
+ * cache's positions below `from` must hold what a prefill of these same
+ * rows wrote there (a position's KV depends only on the rows up to it, and
+ * every row goes through the same per-row code, so the results are the
+ * same bits as qtts_talker_prefill's). */
+qtts_status qtts_talker_prefill_from(const qtts_talker_weights *w, qtts_talker_state *st,
+                                     const float *embeds, int L, int from, float *logits,
+                                     float *hidden, qtts_err *err);
+
 /* One talker position: x[H] at position pos(st), then pos(st) += 1.
  * QTTS_ERR_LIMIT when the KV cache is full. */
 qtts_status qtts_talker_step(const qtts_talker_weights *w, qtts_talker_state *st,

@@ -28,8 +28,8 @@
 #include "base/json.h"
 #include "io/safetensors.h"
 
-/* One golden case through qtts_synthesize. */
-static void run_case(qtts_engine *eng, const char *model, const char *name) {
+/* One golden case through qtts_synthesize, on a fresh session or on shared. */
+static void run_case(qtts_engine *eng, const char *model, const char *name, qtts_session *shared) {
     char path[512];
     snprintf(path, sizeof path, GOLDEN "/%s/%s.json", model, name);
     qtts_json *doc = load_json(path);
@@ -56,10 +56,10 @@ static void run_case(qtts_engine *eng, const char *model, const char *name) {
     req.user = &c;
 
     qtts_error err = {0};
-    qtts_session *s = qtts_session_new(eng, &err);
+    qtts_session *s = shared ? shared : qtts_session_new(eng, &err);
     qtts_result res;
     qtts_status st = s ? qtts_synthesize(s, &req, &res, &err) : err.status;
-    CHECK(st == QTTS_OK, "%s/%s: %s", model, name, err.msg);
+    CHECK(st == QTTS_OK, "%s/%s%s: %s", model, name, shared ? " (shared session)" : "", err.msg);
 
     snprintf(path, sizeof path, GOLDEN "/%s/%s.safetensors", model, name);
     qtts_st_file *gf = NULL;
@@ -96,7 +96,7 @@ static void run_case(qtts_engine *eng, const char *model, const char *name) {
     } else if (st == QTTS_OK) {
         CHECK(0, "%s", gerr.msg);
     }
-    qtts_session_free(s);
+    if (!shared) qtts_session_free(s);
     qtts_json_free(doc);
     free(c.codes);
     free(c.pcm);
@@ -110,20 +110,29 @@ static void run_model(const char *model) {
     REQUIRE(qtts_engine_open(dir, NULL, &eng, &err) == QTTS_OK, "%s", err.msg);
     char gdir[256];
     snprintf(gdir, sizeof gdir, GOLDEN "/%s", model);
-    DIR *d = opendir(gdir);
-    CHECK(d, "%s: %s", gdir, strerror(errno));
-    int n = 0;
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        size_t l = strlen(de->d_name);
-        if (l < 6 || strcmp(de->d_name + l - 5, ".json")) continue;
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)(l - 5), de->d_name);
-        run_case(eng, model, name);
-        n++;
+    /* Each case on a fresh session, then every case in turn on one session
+     * that reuses the previous case's prompt rows (prompt reuse; twice
+     * round, so each case also follows itself or a case of its speaker). */
+    qtts_session *shared = qtts_session_new(eng, &err);
+    REQUIRE(shared, "%s", err.msg);
+    for (int pass = 0; pass < 3; pass++) {
+        DIR *d = opendir(gdir);
+        CHECK(d, "%s: %s", gdir, strerror(errno));
+        int n = 0;
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+            size_t l = strlen(de->d_name);
+            if (l < 6 || strcmp(de->d_name + l - 5, ".json")) continue;
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)(l - 5), de->d_name);
+            run_case(eng, model, name, pass ? shared : NULL);
+            if (pass == 2) run_case(eng, model, name, shared);   /* the same prompt again */
+            n++;
+        }
+        if (d) closedir(d);
+        CHECK(n >= 3, "%s: only %d golden cases found", model, n);
     }
-    if (d) closedir(d);
-    CHECK(n >= 3, "%s: only %d golden cases found", model, n);
+    qtts_session_free(shared);
     qtts_engine_close(eng);
 }
 

@@ -569,6 +569,110 @@ static void test_row_invariance(void) {
     }
 }
 
+/* Leading rows of a and b (L rows of H each, up to n) with the same bits. */
+static int common_rows(const float *a, int la, const float *b, int lb, int H) {
+    int k = 0;
+    while (k < la && k < lb && !memcmp(a + (size_t)k * H, b + (size_t)k * H, sizeof(float) * H)) k++;
+    return k;
+}
+
+/* logits and hidden of a prefill of p on seq, then of 3 steps on it */
+static void prefill_and_steps(model *m, qtts_seq *seq, const qtts_prompt *p, float *lg,
+                              float *hid) {
+    const int H = m->w->hidden, V = m->w->vocab;
+    qtts_err err = {0};
+    CHECK(m->be->ops->prefill(m->be, seq, p->embeds, p->len, lg, hid, &err) == QTTS_OK, "%s",
+          err.msg);
+    for (int i = 0; i < 3; i++) {
+        int32_t codes[16];
+        for (int g = 0; g < 16; g++) codes[g] = (7 * i + 3 * g) % 1000;
+        CHECK(m->be->ops->step(m->be, seq, codes, p->embeds, lg + (size_t)(i + 1) * V,
+                               hid + (size_t)(i + 1) * H, &err) == QTTS_OK,
+              "%s", err.msg);
+    }
+}
+
+/* A sequence's prefill reuses the KV of the leading rows its previous
+ * prefill had the same, and gives the bits of a fresh sequence's: in the
+ * prefill's logits and hidden state, and in the steps after it (which read
+ * the kept KV). */
+static void test_prompt_reuse(void) {
+    static const char *const names[] = {"cv06", "cv17"};
+    for (int mi = 0; mi < 2; mi++) {
+        model m;
+        if (!model_open(names[mi], &m)) return;
+        const int H = m.w->hidden, V = m.w->vocab;
+        const char *texts[3] = {"The first request of this voice.",
+                                "A second request, the same voice, other words entirely.",
+                                "The first request of this voice."};
+        const char *speakers[3] = {"ryan", "ryan", "vivian"};
+        qtts_prompt p[3];
+        int32_t *ids[3];
+        qtts_err err = {0};
+        for (int i = 0; i < 3; i++) {
+            int n;
+            ids[i] = template_ids(&m, texts[i], &n);
+            qtts_prompt_spec sp = {.input_ids = ids[i], .n_input = n, .language = "auto",
+                                   .speaker = speakers[i], .non_streaming = true};
+            const bool ok = qtts_prompt_build(m.w, &m.cfg, &sp, &p[i], &err) == QTTS_OK;
+            REQUIRE(ok, "%s", err.msg);
+        }
+        const int maxp = 200;
+        qtts_seq *s = NULL;
+        REQUIRE(m.be->ops->seq_new(m.be, maxp, &s, &err) == QTTS_OK, "%s", err.msg);
+        float *lg = malloc(sizeof(float) * V * 4), *hid = malloc(sizeof(float) * H * 4);
+        float *lf = malloc(sizeof(float) * V * 4), *hf = malloc(sizeof(float) * H * 4);
+        /* prompt order: 0, 1 (same speaker), 1 again, 1 after forget, 2
+         * (other speaker), 0 (same speaker and text as the first) */
+        const int order[] = {0, 1, 1, 1, 2, 0};
+        int prev = -1;
+        for (size_t o = 0; o < QTTS_ARRAY_LEN(order); o++) {
+            const int i = order[o];
+            if (o == 3) m.be->ops->seq_forget(m.be, s);
+            prefill_and_steps(&m, s, &p[i], lg, hid);
+            int want = 0;
+            if (prev >= 0 && o != 3)
+                want = QTTS_MIN(common_rows(p[prev].embeds, p[prev].len, p[i].embeds, p[i].len, H),
+                                p[i].len - 1);
+            CHECK(qtts_backend_cpu_seq_reused(s) == want, "%s, prompt %zu: reused %d rows, not %d",
+                  names[mi], o, qtts_backend_cpu_seq_reused(s), want);
+            if (o == 1) CHECK(want >= 8, "%s: one speaker's prompts share %d rows", names[mi], want);
+            if (o == 2) CHECK(want == p[i].len - 1, "%s: the same prompt again", names[mi]);
+            qtts_seq *f = NULL;
+            REQUIRE(m.be->ops->seq_new(m.be, maxp, &f, &err) == QTTS_OK, "%s", err.msg);
+            prefill_and_steps(&m, f, &p[i], lf, hf);
+            CHECK(qtts_backend_cpu_seq_reused(f) == 0, "a fresh sequence reuses nothing");
+            CHECK(memcmp(lg, lf, sizeof(float) * V * 4) == 0 &&
+                      memcmp(hid, hf, sizeof(float) * H * 4) == 0,
+                  "%s, prompt %zu: differs from a fresh sequence", names[mi], o);
+            m.be->ops->seq_free(m.be, f);
+            prev = i;
+        }
+        /* the talker alone: every starting row gives the full prefill's bits */
+        qtts_talker_state *a, *b;
+        REQUIRE(qtts_talker_state_new(m.w, p[1].len, &a, &err) == QTTS_OK &&
+                    qtts_talker_state_new(m.w, p[1].len, &b, &err) == QTTS_OK,
+                "%s", err.msg);
+        CHECK(qtts_talker_prefill(m.w, a, p[1].embeds, p[1].len, lf, hf, &err) == QTTS_OK, "%s",
+              err.msg);
+        for (int from = 1; from < p[1].len; from += from < 4 ? 1 : 7) {
+            CHECK(qtts_talker_prefill(m.w, b, p[1].embeds, p[1].len, lg, hid, &err) == QTTS_OK &&
+                      qtts_talker_prefill_from(m.w, b, p[1].embeds, p[1].len, from, lg, hid,
+                                               &err) == QTTS_OK,
+                  "%s", err.msg);
+            CHECK(memcmp(lg, lf, sizeof(float) * V) == 0 && memcmp(hid, hf, sizeof(float) * H) == 0 &&
+                      qtts_talker_state_pos(b) == p[1].len,
+                  "%s: prefill from row %d differs", names[mi], from);
+        }
+        qtts_talker_state_free(a);
+        qtts_talker_state_free(b);
+        m.be->ops->seq_free(m.be, s);
+        free(lg), free(hid), free(lf), free(hf);
+        for (int i = 0; i < 3; i++) qtts_prompt_free(&p[i]), free(ids[i]);
+        model_close(&m);
+    }
+}
+
 static int stop_at_2(void *user, int frame, const int32_t *codes) {
     (void)user;
     (void)codes;
@@ -619,6 +723,7 @@ int main(void) {
     TEST_RUN(test_goldens);
     TEST_RUN(test_prompt_errors);
     TEST_RUN(test_row_invariance);
+    TEST_RUN(test_prompt_reuse);
     TEST_RUN(test_generate_limits);
     TEST_END();
 }

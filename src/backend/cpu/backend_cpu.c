@@ -4,6 +4,8 @@
  * qtts_talker_state (plus its step-input row); the batched stages are
  * model/talker.c's qtts_talker_step_batch and qtts_cp_frame_batch.
  */
+#include <string.h>
+
 #include "../backend.h"
 
 typedef struct {
@@ -13,10 +15,21 @@ typedef struct {
 } cpu_backend;
 
 /* The per-sequence state: the talker state plus the step-input row (per
- * sequence, so sessions on different threads never share scratch). */
+ * sequence, so sessions on different threads never share scratch), and
+ * the rows of its last prefill.
+ *
+ * Prompt reuse: the KV cache's positions 0..kept_len-1 hold what the
+ * prefill of kept[0..kept_len) wrote (decode steps only write positions
+ * after the prompt). A new prefill whose leading rows are the same bits
+ * computes only the rows after them (qtts_talker_prefill_from, the same
+ * results): requests of one speaker, language and instruction share the
+ * role and codec-prefix rows, or a whole instruction or reference block. */
 struct qtts_seq {
     qtts_talker_state *ts;
-    float *x; /* [H] */
+    float *x;          /* [H] */
+    float *kept;       /* [kept_cap, H] */
+    int kept_len, kept_cap;
+    int last_reused;   /* rows the last prefill did not compute */
 };
 
 static void cpu_destroy(qtts_backend *be) { qtts_free(be); }
@@ -43,6 +56,7 @@ static void cpu_seq_free(qtts_backend *be, qtts_seq *s) {
     if (!s) return;
     qtts_talker_state_free(s->ts);
     qtts_free(s->x);
+    qtts_free(s->kept);
     qtts_free(s);
 }
 
@@ -52,8 +66,32 @@ static int cpu_seq_max_pos(const qtts_backend *be, const qtts_seq *s) {
 
 static qtts_status cpu_prefill(qtts_backend *be, qtts_seq *s, const float *embeds, int L,
                                float *logits, float *hidden, qtts_err *err) {
-    return qtts_talker_prefill(((cpu_backend *)be)->w, s->ts, embeds, L, logits, hidden, err);
+    const qtts_talker_weights *w = ((cpu_backend *)be)->w;
+    const size_t row = sizeof(float) * (size_t)w->hidden;
+    /* leading rows equal to the kept ones, at least the last row computed */
+    int from = 0;
+    while (from < L - 1 && from < s->kept_len &&
+           !memcmp(embeds + (size_t)from * w->hidden, s->kept + (size_t)from * w->hidden, row))
+        from++;
+    s->kept_len = 0;   /* until this prefill has written its rows */
+    s->last_reused = 0;
+    qtts_status st = qtts_talker_prefill_from(w, s->ts, embeds, L, from, logits, hidden, err);
+    if (st) return st;
+    s->last_reused = from;
+    if (L > s->kept_cap) {   /* no room to keep them: the next prefill computes every row */
+        float *p = qtts_realloc(s->kept, row * (size_t)L);
+        if (!p) return QTTS_OK;
+        s->kept = p;
+        s->kept_cap = L;
+    }
+    memcpy(s->kept, embeds, row * (size_t)L);
+    s->kept_len = L;
+    return QTTS_OK;
 }
+
+static void cpu_seq_forget(qtts_backend *be, qtts_seq *s) { s->kept_len = 0; }
+
+int qtts_backend_cpu_seq_reused(const qtts_seq *s) { return s->last_reused; }
 
 static qtts_status cpu_step(qtts_backend *be, qtts_seq *s, const int32_t *codes,
                             const float *text_row, float *logits, float *hidden, qtts_err *err) {
@@ -115,6 +153,7 @@ static const qtts_backend_ops cpu_ops = {
     .seq_free = cpu_seq_free,
     .seq_max_pos = cpu_seq_max_pos,
     .prefill = cpu_prefill,
+    .seq_forget = cpu_seq_forget,
     .step = cpu_step,
     .cp_frame = cpu_cp_frame,
     .step_batch = cpu_step_batch,
