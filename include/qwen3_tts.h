@@ -319,8 +319,8 @@ void qtts_session_set_manual_decode(qtts_session *s, bool manual);
 /* Prompt reuse (on by default): a session keeps the prompt rows of its
  * last request beside their KV cache, and the next request's prefill
  * computes only the rows after those they share (the same speaker,
- * language and instruction share the role and codec-prefix rows; the same
- * voice description or in-context reference shares its whole block). The
+ * language and instruction share the role and codec-prefix rows, and the
+ * instruction's or an in-context reference transcript's rows). The
  * output is the same bits either way; only its time to first audio
  * changes. Off: every prefill computes every row (benchmarks of the cold
  * case). Backends without it (cuda) always compute every row. */

@@ -3,7 +3,7 @@
 
     python3 tools/bench_server.py --bin build/qwen3-tts -m MODEL_DIR [--clients 4] [--batch 4]
         [--frames 100] [--rounds 3] [--stagger S] [--codec fp32|bf16] [--stream-chunk N]
-        [--repeat N] [--json]
+        [--speaker NAME] [--instruct TEXT] [--repeat N] [--json]
 
 Starts `qwen3-tts serve` on a free loopback port (batch B = --batch), then
   1. single stream: one client sends --rounds streamed requests one after another;
@@ -48,9 +48,14 @@ TEXTS = [
 ]
 
 
-def one_request(port, text, frames, speaker):
-    body = json.dumps({"text": text, "speaker": speaker, "greedy": True, "max_frames": frames,
-                       "stream": True, "response_format": "pcm"})
+def one_request(port, text, frames, speaker, instruct=None):
+    req = {"text": text, "greedy": True, "max_frames": frames, "stream": True,
+           "response_format": "pcm"}
+    if speaker:
+        req["speaker"] = speaker
+    if instruct:
+        req["instruct"] = instruct
+    body = json.dumps(req)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     t0 = time.monotonic()
     conn.request("POST", "/v1/tts", body=body, headers={"Content-Type": "application/json"})
@@ -72,7 +77,7 @@ def one_request(port, text, frames, speaker):
             "audio_s": n / 2 / SAMPLE_RATE}
 
 
-def phase(port, clients, rounds, frames, speaker, stagger=0.0):
+def phase(port, clients, rounds, frames, speaker, stagger=0.0, instruct=None):
     results = [[] for _ in range(clients)]
     errors = []
 
@@ -80,7 +85,8 @@ def phase(port, clients, rounds, frames, speaker, stagger=0.0):
         time.sleep(i * stagger)
         try:
             for r in range(rounds):
-                results[i].append(one_request(port, TEXTS[(i + r * clients) % len(TEXTS)], frames, speaker))
+                results[i].append(one_request(port, TEXTS[(i + r * clients) % len(TEXTS)], frames, speaker,
+                                              instruct))
         except Exception as e:  # reported, not hidden
             errors.append("client %d: %s" % (i, e))
 
@@ -112,7 +118,9 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--frames", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--speaker", default="vivian")
+    ap.add_argument("--speaker", default="vivian", help="preset speaker ('' for none: VoiceDesign)")
+    ap.add_argument("--instruct", default=None,
+                    help="instruction sent with every request (1.7B CustomVoice; VoiceDesign's voice)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--stagger", type=float, default=0.0, help="seconds between client starts")
     ap.add_argument("--codec", default=None, help="serve --codec (fp32 or bf16)")
@@ -132,10 +140,10 @@ def main():
         args += ["--stream-chunk", str(a.stream_chunk)]
     pairs = []
     with ServerProcess(a.bin, a.model, args, ready_timeout=300) as srv:
-        one_request(srv.port, TEXTS[0], 8, a.speaker)  # warm-up
+        one_request(srv.port, TEXTS[0], 8, a.speaker, a.instruct)  # warm-up
         for _ in range(a.repeat):  # alternated, so that a slow spell of the host hits both phases
-            single = phase(srv.port, 1, a.rounds, a.frames, a.speaker)
-            multi = phase(srv.port, a.clients, a.rounds, a.frames, a.speaker, a.stagger)
+            single = phase(srv.port, 1, a.rounds, a.frames, a.speaker, instruct=a.instruct)
+            multi = phase(srv.port, a.clients, a.rounds, a.frames, a.speaker, a.stagger, a.instruct)
             pairs.append({"single": single, "concurrent": multi,
                           "throughput_ratio": multi["audio_per_wall_s"] / single["audio_per_wall_s"],
                           "ttfa_ratio": multi["ttfa_median_s"] / single["ttfa_median_s"]})

@@ -23,7 +23,8 @@ typedef struct {
  * after the prompt). A new prefill whose leading rows are the same bits
  * computes only the rows after them (qtts_talker_prefill_from, the same
  * results): requests of one speaker, language and instruction share the
- * role and codec-prefix rows, or a whole instruction or reference block. */
+ * role and codec-prefix rows, and the instruction's or an in-context
+ * reference transcript's rows. */
 struct qtts_seq {
     qtts_talker_state *ts;
     float *x;          /* [H] */
