@@ -196,6 +196,9 @@ typedef struct {
     double seconds_total;
     char warning[256];          /* non-empty when an input was ignored, e.g. instruct
                                    on a model that does not take one (as the reference) */
+    int prompt_rows;            /* talker positions of the prompt */
+    int prompt_rows_reused;     /* of them, taken from the session's previous request
+                                   instead of computed (qtts_session_set_prompt_reuse) */
 } qtts_result;
 
 /* Synthesizes req on the idle session s, start to finish (see the

@@ -82,6 +82,9 @@ typedef struct {
     /* Optional (NULL: nothing is reused): the next prefill of s computes
      * every row (a benchmark of cold prefills). */
     void (*seq_forget)(qtts_backend *be, qtts_seq *s);
+    /* Optional (NULL: 0): rows the last prefill of s took from the one
+     * before instead of computing them. */
+    int (*seq_reused)(const qtts_backend *be, const qtts_seq *s);
 
     /* One decode step: the talker input is the sum of the previous frame's
      * G codec embeddings (codes[G], unprojected) plus text_row[H]. */
@@ -124,9 +127,5 @@ void qtts_backend_close(qtts_backend *be);  /* NULL ok */
 
 /* Comma-separated names of the compiled-in backends. */
 const char *qtts_backend_names(void);
-
-/* Rows the last prefill of a CPU backend's sequence took from its
- * previous one instead of computing them (tests). */
-int qtts_backend_cpu_seq_reused(const qtts_seq *s);
 
 #endif

@@ -108,6 +108,7 @@ struct qtts_session {
     bool manual_decode;            /* the request in flight: the caller decodes */
     bool manual_setting;           /*   (qtts_session_decode); taken at each start */
     bool no_prompt_reuse;          /* qtts_session_set_prompt_reuse(false) */
+    int prompt_rows, prompt_reused; /* this request's prompt (qtts_result) */
     int due;                       /* manual: frames from `decoded` whose audio is due */
     size_t n_samples;
     double t0;
@@ -762,6 +763,8 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
     st = qtts_gen_begin(&s->gen, e->backend, s->seq, e->talker, &s->prompt, &gp, on_gen_frame, s,
                         NULL, err);
     if (st) goto done;
+    s->prompt_rows = s->prompt.len;
+    s->prompt_reused = e->backend->ops->seq_reused ? e->backend->ops->seq_reused(e->backend, s->seq) : 0;
     s->state = qtts_gen_active(&s->gen) ? SES_RUNNING : SES_DONE;
 done:
     qtts_free(ids);
@@ -842,6 +845,8 @@ static void fill_result(const qtts_session *s, qtts_result *r) {
     r->n_samples = s->n_samples;
     r->seconds_total = qtts_now() - s->t0;
     snprintf(r->warning, sizeof r->warning, "%s", s->warning);
+    r->prompt_rows = s->prompt_rows;
+    r->prompt_rows_reused = s->prompt_reused;
 }
 
 qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_err *err) {

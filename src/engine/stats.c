@@ -42,6 +42,10 @@ static qtts_status t_prefill(qtts_backend *be, qtts_seq *s, const float *embeds,
 
 static void t_seq_forget(qtts_backend *be, qtts_seq *s) { IN(be)->ops->seq_forget(IN(be), s); }
 
+static int t_seq_reused(const qtts_backend *be, const qtts_seq *s) {
+    return IN(be)->ops->seq_reused(IN(be), s);
+}
+
 static qtts_status t_step(qtts_backend *be, qtts_seq *s, const int32_t *codes,
                           const float *text_row, float *logits, float *hidden, qtts_err *err) {
     const double t0 = qtts_now();
@@ -99,6 +103,7 @@ qtts_status qtts_backend_timed(qtts_backend *inner, qtts_engine_stats *stats, qt
         .seq_max_pos = t_seq_max_pos,
         .prefill = t_prefill,
         .seq_forget = inner->ops->seq_forget ? t_seq_forget : NULL,
+        .seq_reused = inner->ops->seq_reused ? t_seq_reused : NULL,
         .step = t_step,
         .cp_frame = t_cp_frame,
         .step_batch = t_step_batch,

@@ -68,7 +68,7 @@ struct qtts_sched {
 
     /* counters: written by the worker, read by anyone (relaxed atomics) */
     atomic_uint_fast64_t steps, step_rows, frames, audio_bytes, started, completed, failed,
-        cancelled, truncated, frames_after_cancel;
+        cancelled, truncated, frames_after_cancel, prompt_rows, prompt_rows_reused;
     /* time-to-first-audio histogram, under mu */
     uint64_t ttfa_count, ttfa_buckets[QTTS_TTFA_N_BOUNDS];
     double ttfa_sum;
@@ -256,6 +256,8 @@ static void finish_slot(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *b
     qtts_error e2 = {0};
     qtts_result res = {0};
     qtts_status st = qtts_session_finish(ses[k], &res, &e2);
+    bump(&s->prompt_rows, (uint64_t)res.prompt_rows);
+    bump(&s->prompt_rows_reused, (uint64_t)res.prompt_rows_reused);
     st = job_status(&ctx[k], st, &e2);
     busy[k] = false;
     job_complete(s, ctx[k].j, st, &e2, !st && !res.hit_eos, true);
@@ -341,6 +343,60 @@ static void step_slots(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *bu
     }
 }
 
+/* ==== slot choice ================================================================== */
+
+/* What a request's prompt starts with, as far as the scheduler can tell
+ * before it is built: its voice. A session keeps its last prompt's rows and
+ * computes only the rows after those the next prompt shares (prompt reuse:
+ * the role and codec prefix of a speaker and language, an instruction), so
+ * a new request goes to a free slot whose last request had the same voice,
+ * else to the free slot used longest ago (keeping recent voices around). */
+typedef struct {
+    char *speaker, *language, *instruct;
+    const qtts_voice *voice;   /* profiles are cached by the server: stable */
+    qtts_text_mode text_mode;
+    bool set;
+    uint64_t used;             /* admission stamp */
+} slot_key;
+
+static bool str_same(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
+static bool key_same(const slot_key *k, const qtts_request *r) {
+    return k->set && str_same(k->speaker, r->speaker) && str_same(k->language, r->language) &&
+           str_same(k->instruct, r->instruct) && k->voice == r->voice &&
+           k->text_mode == r->text_mode && !r->ref_audio;
+}
+
+static void key_clear(slot_key *k) {
+    qtts_free(k->speaker), qtts_free(k->language), qtts_free(k->instruct);
+    k->speaker = k->language = k->instruct = NULL;
+    k->set = false;
+}
+
+static void key_set(slot_key *k, const qtts_request *r, uint64_t stamp) {
+    key_clear(k);
+    k->used = stamp;
+    if (r->ref_audio) return;   /* a voice encoded for this request only */
+    k->speaker = r->speaker ? qtts_strdup(r->speaker) : NULL;
+    k->language = r->language ? qtts_strdup(r->language) : NULL;
+    k->instruct = r->instruct ? qtts_strdup(r->instruct) : NULL;
+    k->voice = r->voice;
+    k->text_mode = r->text_mode;
+    /* out of memory: no preference next time, nothing else lost */
+    k->set = (!r->speaker || k->speaker) && (!r->language || k->language) &&
+             (!r->instruct || k->instruct);
+}
+
+static int pick_slot(const bool *busy, const slot_key *keys, int B, const qtts_request *r) {
+    int best = -1;
+    for (int k = 0; k < B; k++) {
+        if (busy[k]) continue;
+        if (key_same(&keys[k], r)) return k;
+        if (best < 0 || keys[k].used < keys[best].used) best = k;
+    }
+    return best;
+}
+
 /* ==== the worker =================================================================== */
 
 static void *worker(void *arg) {
@@ -379,6 +435,8 @@ static void *worker(void *arg) {
     if (s->cfg.on_state) s->cfg.on_state(s->cfg.user, s);
 
     int rr = 0;   /* decode_due's round robin */
+    slot_key keys[MAX_BATCH] = {0};
+    uint64_t stamp = 0;
     for (;;) {
         qtts_job *admit[MAX_BATCH];
         int n_admit = 0;
@@ -414,8 +472,7 @@ static void *worker(void *arg) {
         /* admit: prefill into a free slot */
         for (int a = 0; a < n_admit; a++) {
             qtts_job *j = admit[a];
-            int k = 0;
-            while (busy[k]) k++;
+            const int k = pick_slot(busy, keys, B, &j->req);
             ctx[k] = (job_ctx){.s = s, .j = j};
             pthread_mutex_lock(&j->mu);
             j->started = true;
@@ -438,6 +495,7 @@ static void *worker(void *arg) {
                 continue;
             }
             busy[k] = true;
+            key_set(&keys[k], &j->req, ++stamp);
             /* Its first frame in a step of its own when others are running,
              * and its first audio at once: it waits for one one-row step
              * and a one-frame decode, not for a step of the whole batch.
@@ -468,7 +526,7 @@ static void *worker(void *arg) {
         if (n > 0) step_slots(s, ses, ctx, busy, idx, n);
         decode_due(s, ses, ctx, busy, B, &rr);
     }
-    for (int i = 0; i < MAX_BATCH; i++) qtts_session_free(ses[i]);
+    for (int i = 0; i < MAX_BATCH; i++) qtts_session_free(ses[i]), key_clear(&keys[i]);
     pthread_mutex_lock(&s->mu);
     s->eng = NULL;
     pthread_mutex_unlock(&s->mu);
@@ -615,6 +673,8 @@ void qtts_sched_get_stats(qtts_sched *s, qtts_sched_stats *st) {
     st->cancelled = peek(&s->cancelled);
     st->truncated = peek(&s->truncated);
     st->frames_after_cancel = peek(&s->frames_after_cancel);
+    st->prompt_rows = peek(&s->prompt_rows);
+    st->prompt_rows_reused = peek(&s->prompt_rows_reused);
 }
 
 void qtts_sched_free(qtts_sched *s) {

@@ -98,6 +98,7 @@ typedef struct {
     uint64_t steps, step_rows;    /* batch occupancy = step_rows / steps */
     uint64_t frames, audio_bytes;
     uint64_t started, completed, failed, cancelled, truncated, frames_after_cancel;
+    uint64_t prompt_rows, prompt_rows_reused;   /* finished requests' prompts (prompt reuse) */
     uint64_t ttfa_count;
     double ttfa_sum;
     uint64_t ttfa_buckets[12];    /* cumulative counts for QTTS_TTFA_BOUNDS */

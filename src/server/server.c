@@ -596,6 +596,8 @@ static bool get_metrics(conn *c, bool keep_alive) {
     G("qtts_jobs_failed_total", "Requests that failed in the engine.", "counter", "%llu", (unsigned long long)st.failed);
     G("qtts_cancelled_total", "Requests cancelled (client gone, stalled, queue timeout, shutdown).", "counter", "%llu", (unsigned long long)st.cancelled);
     G("qtts_frames_after_cancel_total", "Frames computed after a cancel was requested.", "counter", "%llu", (unsigned long long)st.frames_after_cancel);
+    G("qtts_prompt_rows_total", "Prompt rows (talker positions) of finished requests.", "counter", "%llu", (unsigned long long)st.prompt_rows);
+    G("qtts_prompt_rows_reused_total", "Of them, rows a session kept from its previous request instead of computing.", "counter", "%llu", (unsigned long long)st.prompt_rows_reused);
     G("qtts_truncated_total", "Requests that reached their frame budget without EOS.", "counter", "%llu", (unsigned long long)st.truncated);
     G("qtts_rejected_queue_full_total", "Requests refused with 503 because the queue was full.", "counter", "%llu", (unsigned long long)get(&s->queue_full));
     G("qtts_queue_timeouts_total", "Requests refused with 503 after waiting queue_timeout.", "counter", "%llu", (unsigned long long)get(&s->queue_timeouts));

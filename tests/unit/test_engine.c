@@ -28,8 +28,11 @@
 #include "base/json.h"
 #include "io/safetensors.h"
 
-/* One golden case through qtts_synthesize, on a fresh session or on shared. */
-static void run_case(qtts_engine *eng, const char *model, const char *name, qtts_session *shared) {
+/* One golden case through qtts_synthesize, on a fresh session (no prompt
+ * row reused) or on shared; again: shared's last request was this one (all
+ * prompt rows but the last reused). */
+static void run_case(qtts_engine *eng, const char *model, const char *name, qtts_session *shared,
+                     bool again) {
     char path[512];
     snprintf(path, sizeof path, GOLDEN "/%s/%s.json", model, name);
     qtts_json *doc = load_json(path);
@@ -60,6 +63,12 @@ static void run_case(qtts_engine *eng, const char *model, const char *name, qtts
     qtts_result res;
     qtts_status st = s ? qtts_synthesize(s, &req, &res, &err) : err.status;
     CHECK(st == QTTS_OK, "%s/%s%s: %s", model, name, shared ? " (shared session)" : "", err.msg);
+    if (st == QTTS_OK && (!shared || again)) {
+        const int want = shared ? res.prompt_rows - 1 : 0;
+        CHECK(res.prompt_rows > 0 && res.prompt_rows_reused == want,
+              "%s/%s: %d of %d prompt rows reused, not %d", model, name, res.prompt_rows_reused,
+              res.prompt_rows, want);
+    }
 
     snprintf(path, sizeof path, GOLDEN "/%s/%s.safetensors", model, name);
     qtts_st_file *gf = NULL;
@@ -125,8 +134,8 @@ static void run_model(const char *model) {
             if (l < 6 || strcmp(de->d_name + l - 5, ".json")) continue;
             char name[256];
             snprintf(name, sizeof name, "%.*s", (int)(l - 5), de->d_name);
-            run_case(eng, model, name, pass ? shared : NULL);
-            if (pass == 2) run_case(eng, model, name, shared);   /* the same prompt again */
+            run_case(eng, model, name, pass ? shared : NULL, false);
+            if (pass == 2) run_case(eng, model, name, shared, true);   /* the same prompt again */
             n++;
         }
         if (d) closedir(d);

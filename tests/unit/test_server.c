@@ -454,6 +454,34 @@ static void test_batch_byte_identical(void) {
     CHECK(rows > steps, "requests were stepped together");
 }
 
+/* Two voices in turn, one request at a time: each request goes back to the
+ * slot its voice used last, whose session then computes only the prompt's
+ * last row (the same request again), and the audio is still the solo
+ * reference's. With the first free slot every time, all four would share
+ * one session and the repeats would reuse only the voices' common rows. */
+static void test_prompt_reuse_slots(void) {
+    const int order[] = {4, 5, 4, 5};
+    for (size_t i = 0; i < QTTS_ARRAY_LEN(order); i++) {
+        const ref_case *rc = &g_refs[order[i]];
+        const double rows0 = metric("qtts_prompt_rows_total");
+        const double reused0 = metric("qtts_prompt_rows_reused_total");
+        resp r = post("/v1/tts", tts_body(rc->text, rc->speaker, NULL));
+        const uint8_t *pcm;
+        size_t n;
+        CHECK(r.status == 200 && wav_pcm(&r, &pcm, &n) && n == rc->pcm.n &&
+                  memcmp(pcm, rc->pcm.p, n) == 0,
+              "request %zu ('%s'/%s) differs from alone (status %d)", i, rc->text, rc->speaker,
+              r.status);
+        resp_free(&r);
+        const double rows = metric("qtts_prompt_rows_total") - rows0;
+        const double reused = metric("qtts_prompt_rows_reused_total") - reused0;
+        CHECK(rows > 1 && reused <= rows - 1, "request %zu: %g of %g rows reused", i, reused, rows);
+        if (i >= 2)
+            CHECK(reused == rows - 1, "request %zu (%s again): %g of %g prompt rows reused", i,
+                  rc->speaker, reused, rows);
+    }
+}
+
 static void test_keep_alive_and_pipelining(void) {
     int fd = connect_to(g_port);
     REQUIRE(fd >= 0, "connect");
@@ -938,6 +966,7 @@ int main(void) {
     TEST_RUN(test_greedy_matches_synthesize_and_cli);
     TEST_RUN(test_speed);
     TEST_RUN(test_batch_byte_identical);
+    TEST_RUN(test_prompt_reuse_slots);
     TEST_RUN(test_keep_alive_and_pipelining);
     TEST_RUN(test_half_close_completes);
     TEST_RUN(test_disconnect_cancels);

@@ -634,14 +634,14 @@ static void test_prompt_reuse(void) {
             if (prev >= 0 && o != 3)
                 want = QTTS_MIN(common_rows(p[prev].embeds, p[prev].len, p[i].embeds, p[i].len, H),
                                 p[i].len - 1);
-            CHECK(qtts_backend_cpu_seq_reused(s) == want, "%s, prompt %zu: reused %d rows, not %d",
-                  names[mi], o, qtts_backend_cpu_seq_reused(s), want);
+            const int got = m.be->ops->seq_reused(m.be, s);
+            CHECK(got == want, "%s, prompt %zu: reused %d rows, not %d", names[mi], o, got, want);
             if (o == 1) CHECK(want >= 8, "%s: one speaker's prompts share %d rows", names[mi], want);
             if (o == 2) CHECK(want == p[i].len - 1, "%s: the same prompt again", names[mi]);
             qtts_seq *f = NULL;
             REQUIRE(m.be->ops->seq_new(m.be, maxp, &f, &err) == QTTS_OK, "%s", err.msg);
             prefill_and_steps(&m, f, &p[i], lf, hf);
-            CHECK(qtts_backend_cpu_seq_reused(f) == 0, "a fresh sequence reuses nothing");
+            CHECK(m.be->ops->seq_reused(m.be, f) == 0, "a fresh sequence reuses nothing");
             CHECK(memcmp(lg, lf, sizeof(float) * V * 4) == 0 &&
                       memcmp(hid, hf, sizeof(float) * H * 4) == 0,
                   "%s, prompt %zu: differs from a fresh sequence", names[mi], o);

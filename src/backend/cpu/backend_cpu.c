@@ -92,7 +92,7 @@ static qtts_status cpu_prefill(qtts_backend *be, qtts_seq *s, const float *embed
 
 static void cpu_seq_forget(qtts_backend *be, qtts_seq *s) { s->kept_len = 0; }
 
-int qtts_backend_cpu_seq_reused(const qtts_seq *s) { return s->last_reused; }
+static int cpu_seq_reused(const qtts_backend *be, const qtts_seq *s) { return s->last_reused; }
 
 static qtts_status cpu_step(qtts_backend *be, qtts_seq *s, const int32_t *codes,
                             const float *text_row, float *logits, float *hidden, qtts_err *err) {
@@ -155,6 +155,7 @@ static const qtts_backend_ops cpu_ops = {
     .seq_max_pos = cpu_seq_max_pos,
     .prefill = cpu_prefill,
     .seq_forget = cpu_seq_forget,
+    .seq_reused = cpu_seq_reused,
     .step = cpu_step,
     .cp_frame = cpu_cp_frame,
     .step_batch = cpu_step_batch,
