@@ -79,12 +79,6 @@ typedef struct {
      * does): the results are the same bits, only sooner. */
     qtts_status (*prefill)(qtts_backend *be, qtts_seq *s, const float *embeds, int L,
                            float *logits, float *hidden, qtts_err *err);
-    /* Optional (NULL: nothing is reused): the next prefill of s computes
-     * every row (a benchmark of cold prefills). */
-    void (*seq_forget)(qtts_backend *be, qtts_seq *s);
-    /* Optional (NULL: 0): rows the last prefill of s took from the one
-     * before instead of computing them. */
-    int (*seq_reused)(const qtts_backend *be, const qtts_seq *s);
 
     /* One decode step: the talker input is the sum of the previous frame's
      * G codec embeddings (codes[G], unprojected) plus text_row[H]. */
@@ -112,6 +106,15 @@ typedef struct {
     /* One fresh codec-decoder run over codes[T, G]: wav[T * upsample]. */
     qtts_status (*codec_decode_window)(qtts_backend *be, const int32_t *codes, int T,
                                        float *wav, qtts_err *err);
+
+    /* Optional ops, last (a table initialized in order, as backend_cuda.cu's,
+     * leaves them NULL). */
+    /* Optional (NULL: nothing is reused): the next prefill of s computes
+     * every row (a benchmark of cold prefills). */
+    void (*seq_forget)(qtts_backend *be, qtts_seq *s);
+    /* Optional (NULL: 0): rows the last prefill of s took from the one
+     * before instead of computing them. */
+    int (*seq_reused)(const qtts_backend *be, const qtts_seq *s);
 } qtts_backend_ops;
 
 /* Implementations embed this as their first member. */
