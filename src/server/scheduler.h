@@ -82,6 +82,9 @@ typedef struct {
     const char *quant;            /* talker and code predictor at load: NULL, "int8", "int4" */
     const char *codec;            /* the codec's convolutions: NULL, "fp32", "bf16" */
     bool check_weights;           /* qtts_engine_options.check_weights */
+    /* The warm-up request before ready is shaped like a real one: its
+     * frame budget (sizes the KV cache) and codec push (0: none). */
+    int max_frames, stream_chunk_frames;
     /* Called on the worker thread when the model is loaded (or failed to
      * load), possibly before qtts_sched_new has returned (hence the
      * scheduler argument): the server uses it to wake its accept loop. */

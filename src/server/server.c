@@ -1633,7 +1633,9 @@ qtts_status qtts_server_start(const qtts_server_config *cfg, qtts_server **out, 
     if ((st = open_listener(s, err))) goto fail;
     qtts_sched_config sc = {.model_dir = s->model_dir, .n_threads = c->threads, .batch = c->batch,
                             .queue = c->queue, .backend = s->backend, .quant = quant, .codec = codec,
-                            .check_weights = c->check_weights, .on_state = on_sched_state, .user = s};
+                            .check_weights = c->check_weights, .on_state = on_sched_state, .user = s,
+                            .max_frames = s->limits.max_frames,
+                            .stream_chunk_frames = s->limits.stream_chunk_frames};
     if ((st = qtts_sched_new(&sc, &s->sched, err))) goto fail;
     if (c->install_signal_handlers) {
         g_sig_fd = s->pipe_wr;
