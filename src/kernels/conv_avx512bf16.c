@@ -81,41 +81,15 @@ INLINE void narrow_gc(const qtts_conv_narrow *t, int g0, const int G, const int 
     }
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
-        const int row = (g0 + g) * QTTS_CONV_MR, rows = QTTS_MIN(QTTS_CONV_MR, t->cout - row);
         float v[8][8];
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) _mm256_storeu_ps(v[c], a[g][c]);
-        for (int r = 0; r < rows; r++) {
-            float *yr = t->y + (size_t)(row + r) * t->ldy;
-            const float b = t->bias ? t->bias[row + r] : 0.0f;
-            for (int c = 0; c < C; c++) {
-                const float val = v[c][r] + b;
-                yr[c] = t->accumulate ? yr[c] + val : val;
-            }
-        }
+        qtts_narrow_out(t, g0 + g, v, C);
     }
 }
 
-INLINE void narrow_c(const qtts_conv_narrow *t, int g0, int g1, const int C) {
-    const int G = C <= 2 ? 8 : C <= 4 ? 4 : 2;
-    int g = g0;
-    for (; g + G <= g1; g += G) narrow_gc(t, g, G, C);
-    for (; g < g1; g++) narrow_gc(t, g, 1, C);
-}
-
-static void narrow_bf16(const qtts_conv_narrow *t, int g0, int g1) {
-    switch (t->cols) {
-    case 1: narrow_c(t, g0, g1, 1); break;
-    case 2: narrow_c(t, g0, g1, 2); break;
-    case 3: narrow_c(t, g0, g1, 3); break;
-    case 4: narrow_c(t, g0, g1, 4); break;
-    case 5: narrow_c(t, g0, g1, 5); break;
-    case 6: narrow_c(t, g0, g1, 6); break;
-    case 7: narrow_c(t, g0, g1, 7); break;
-    case 8: narrow_c(t, g0, g1, 8); break;
-    default: QTTS_ASSERT(!"narrow conv: 1-8 columns");
-    }
-}
+#define NARROW_G(C) ((C) <= 2 ? 8 : (C) <= 4 ? 4 : 2)
+QTTS_NARROW_ENTRY(narrow_bf16, narrow_gc, NARROW_G)
 
 /* Word j of the result: bf16 j of row a (word index j) and of row b (16 + j). */
 static const uint16_t interleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,

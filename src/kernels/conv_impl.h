@@ -109,6 +109,46 @@ typedef struct {
     bool accumulate;
 } qtts_conv_narrow;
 
+/* The end of a narrow kernel's group g: v[c][r] is row r's chain for
+ * column c (C columns); y = v + bias (0 without), or y + that. */
+static inline void qtts_narrow_out(const qtts_conv_narrow *t, int g, const float v[][8], int C) {
+    const int row = g * QTTS_CONV_MR, rows = QTTS_MIN(QTTS_CONV_MR, t->cout - row);
+    for (int r = 0; r < rows; r++) {
+        float *yr = t->y + (size_t)(row + r) * t->ldy;
+        const float b = t->bias ? t->bias[row + r] : 0.0f;
+        for (int c = 0; c < C; c++) {
+            const float val = v[c][r] + b;
+            yr[c] = t->accumulate ? yr[c] + val : val;
+        }
+    }
+}
+
+/* Defines a table's narrow entry point `name` (qtts_conv_isa.narrow) over
+ * its kernel gc(t, g0, G, C) of G groups x C columns, both constants once
+ * inlined: groups in chunks of G_OF(C), the remainder one at a time, and
+ * t->cols (1..8) dispatched to a constant C. */
+#define QTTS_NARROW_ENTRY(name, gc, G_OF)                                                     \
+    static inline __attribute__((always_inline)) void name##_c(const qtts_conv_narrow *t,     \
+                                                               int g0, int g1, const int C) { \
+        const int G = G_OF(C);                                                                \
+        int g = g0;                                                                           \
+        for (; g + G <= g1; g += G) gc(t, g, G, C);                                           \
+        for (; g < g1; g++) gc(t, g, 1, C);                                                   \
+    }                                                                                         \
+    static void name(const qtts_conv_narrow *t, int g0, int g1) {                             \
+        switch (t->cols) {                                                                    \
+        case 1: name##_c(t, g0, g1, 1); break;                                                \
+        case 2: name##_c(t, g0, g1, 2); break;                                                \
+        case 3: name##_c(t, g0, g1, 3); break;                                                \
+        case 4: name##_c(t, g0, g1, 4); break;                                                \
+        case 5: name##_c(t, g0, g1, 5); break;                                                \
+        case 6: name##_c(t, g0, g1, 6); break;                                                \
+        case 7: name##_c(t, g0, g1, 7); break;                                                \
+        case 8: name##_c(t, g0, g1, 8); break;                                                \
+        default: QTTS_ASSERT(!"narrow conv: 1-8 columns");                                    \
+        }                                                                                     \
+    }
+
 typedef struct {
     const char *name;
     int nr;              /* columns per tile */

@@ -46,42 +46,13 @@ static inline __attribute__((always_inline)) void qtts_narrow_gc(const qtts_conv
     }
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
-        const int row = (g0 + g) * QTTS_CONV_MR, rows = QTTS_MIN(QTTS_CONV_MR, t->cout - row);
         float v[8][8];
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) _mm256_storeu_ps(v[c], a[g][c]);
-        for (int r = 0; r < rows; r++) {
-            float *yr = t->y + (size_t)(row + r) * t->ldy;
-            const float b = t->bias ? t->bias[row + r] : 0.0f;
-            for (int c = 0; c < C; c++) {
-                const float val = v[c][r] + b;
-                yr[c] = t->accumulate ? yr[c] + val : val;
-            }
-        }
+        qtts_narrow_out(t, g0 + g, v, C);
     }
 }
 
-/* Groups g0..g1-1 in chunks of NARROW_G(C), the remainder one at a time. */
-static inline __attribute__((always_inline)) void qtts_narrow_c(const qtts_conv_narrow *t,
-                                                                int g0, int g1, const int C) {
-    const int G = NARROW_G(C);
-    int g = g0;
-    for (; g + G <= g1; g += G) qtts_narrow_gc(t, g, G, C);
-    for (; g < g1; g++) qtts_narrow_gc(t, g, 1, C);
-}
-
-static void qtts_conv_narrow_x86(const qtts_conv_narrow *t, int g0, int g1) {
-    switch (t->cols) {
-    case 1: qtts_narrow_c(t, g0, g1, 1); break;
-    case 2: qtts_narrow_c(t, g0, g1, 2); break;
-    case 3: qtts_narrow_c(t, g0, g1, 3); break;
-    case 4: qtts_narrow_c(t, g0, g1, 4); break;
-    case 5: qtts_narrow_c(t, g0, g1, 5); break;
-    case 6: qtts_narrow_c(t, g0, g1, 6); break;
-    case 7: qtts_narrow_c(t, g0, g1, 7); break;
-    case 8: qtts_narrow_c(t, g0, g1, 8); break;
-    default: QTTS_ASSERT(!"narrow conv: 1-8 columns");
-    }
-}
+QTTS_NARROW_ENTRY(qtts_conv_narrow_x86, qtts_narrow_gc, NARROW_G)
 
 #endif
