@@ -764,7 +764,8 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
                         NULL, err);
     if (st) goto done;
     s->prompt_rows = s->prompt.len;
-    s->prompt_reused = e->backend->ops->seq_reused ? e->backend->ops->seq_reused(e->backend, s->seq) : 0;
+    const qtts_backend_ops *ops = e->backend->ops;
+    s->prompt_reused = ops->seq_reused ? ops->seq_reused(e->backend, s->seq) : 0;
     s->state = qtts_gen_active(&s->gen) ? SES_RUNNING : SES_DONE;
 done:
     qtts_free(ids);
