@@ -269,25 +269,31 @@ typedef struct {
     int nslots;
 } conv_job;
 
+/* Input row kk of a conv's reduction (channel ci shifted left by
+ * (taps-1-tap)*dil columns), as the panels read it. */
+static const float *reduction_row(const qtts_conv1d *c, const float *x, size_t ldx, int kk) {
+    const int tap = kk / c->cin, ci = kk % c->cin;
+    return x + (size_t)ci * ldx - (ptrdiff_t)(c->taps - 1 - tap) * c->dil;
+}
+
+/* Rows far apart: a pack fetches the span of row kk (PACK_AHEAD rows on)
+ * that column tiles t0..t1-1 will read while it copies the current row. */
+static void prefetch_row(const conv_job *j, int kk, int t0, int t1) {
+    const int c0 = t0 * j->nr, c1 = QTTS_MIN(t1 * j->nr, j->n);
+    const char *p = (const char *)(reduction_row(j->c, j->x, j->ldx, kk) + c0);
+    for (int b = 0; b < (c1 - c0) * (int)sizeof(float); b += 64) __builtin_prefetch(p + b);
+}
+
 /* Panels of rows kk0..kk0+kc-1 for column tiles t0..t1-1: xp[tile][kc][nr],
  * zero past column n. Each input row is read once, left to right across
  * the tiles (sequential for the prefetchers, one page walk per row). */
 static void pack_panels(const conv_job *j, float *xp, int kk0, int kc, int t0, int t1) {
-    const int nr = j->nr, cin = j->c->cin, taps = j->c->taps, dil = j->c->dil;
+    const int nr = j->nr;
     const size_t tile_floats = (size_t)kc * nr;
-    const int c0 = t0 * nr, c1 = QTTS_MIN(t1 * nr, j->n);
-    int tap = kk0 / cin, ci = kk0 % cin;
-    /* rows far apart: fetch row i + PACK_AHEAD's span while copying row i */
-    int ptap = (kk0 + PACK_AHEAD) / cin, pci = (kk0 + PACK_AHEAD) % cin;
     for (int i = 0; i < kc; i++) {
-        const float *src = j->x + (size_t)ci * j->ldx - (ptrdiff_t)(taps - 1 - tap) * dil;
+        const float *src = reduction_row(j->c, j->x, j->ldx, kk0 + i);
         float *dst = xp + (size_t)i * nr;
-        if (i + PACK_AHEAD < kc) {
-            const char *p = (const char *)(j->x + (size_t)pci * j->ldx + c0 -
-                                           (ptrdiff_t)(taps - 1 - ptap) * dil);
-            for (int b = 0; b < (c1 - c0) * (int)sizeof(float); b += 64) __builtin_prefetch(p + b);
-            if (++pci == cin) pci = 0, ptap++;
-        }
+        if (i + PACK_AHEAD < kc) prefetch_row(j, kk0 + i + PACK_AHEAD, t0, t1);
         for (int ti = t0; ti < t1; ti++, dst += tile_floats) {
             const int col = ti * nr, cols = QTTS_MIN(nr, j->n - col);
             if (cols == nr) {   /* fixed sizes, so that the copies are inlined */
@@ -299,30 +305,19 @@ static void pack_panels(const conv_job *j, float *xp, int kk0, int kc, int t0, i
                 memset(dst + cols, 0, sizeof(float) * (size_t)(nr - cols));
             }
         }
-        if (++ci == cin) ci = 0, tap++;
     }
 }
 
 /* The bf16 form of pack_panels: pair rows p of rows kk0 + 2p, kk0 + 2p + 1
  * (the second zero past K), xb[tile][(kc+1)/2][nr] words. */
 static void pack_panels_bf16(const conv_job *j, uint32_t *xb, int kk0, int kc, int t0, int t1) {
-    const int nr = j->nr, cin = j->c->cin, taps = j->c->taps, dil = j->c->dil;
-    const int kp = (kc + 1) / 2;
-    const size_t tile_words = (size_t)kp * nr;
-    const int c0 = t0 * nr, c1 = QTTS_MIN(t1 * nr, j->n);
-    int tap = kk0 / cin, ci = kk0 % cin;
-    int ptap = (kk0 + PACK_AHEAD) / cin, pci = (kk0 + PACK_AHEAD) % cin;
+    const int nr = j->nr;
+    const size_t tile_words = (size_t)((kc + 1) / 2) * nr;
     for (int i = 0; i < kc; i += 2) {
         const float *src[2] = {NULL, NULL};
         for (int h = 0; h < 2 && i + h < kc; h++) {
-            src[h] = j->x + (size_t)ci * j->ldx - (ptrdiff_t)(taps - 1 - tap) * dil;
-            if (i + h + PACK_AHEAD < kc) {
-                const char *p = (const char *)(j->x + (size_t)pci * j->ldx + c0 -
-                                               (ptrdiff_t)(taps - 1 - ptap) * dil);
-                for (int b = 0; b < (c1 - c0) * (int)sizeof(float); b += 64) __builtin_prefetch(p + b);
-                if (++pci == cin) pci = 0, ptap++;
-            }
-            if (++ci == cin) ci = 0, tap++;
+            src[h] = reduction_row(j->c, j->x, j->ldx, kk0 + i + h);
+            if (i + h + PACK_AHEAD < kc) prefetch_row(j, kk0 + i + h + PACK_AHEAD, t0, t1);
         }
         uint32_t *dst = xb + (size_t)(i / 2) * nr;
         for (int ti = t0; ti < t1; ti++, dst += tile_words) {
@@ -403,13 +398,6 @@ static void narrow_task(void *ctx, int task) {
     const narrow_job *j = ctx;
     const int g0 = task * j->gpt;
     j->narrow(&j->t, g0, QTTS_MIN(j->ngroups, g0 + j->gpt));
-}
-
-/* Input row kk of a conv's reduction (channel ci shifted left by
- * (taps-1-tap)*dil columns), as the panels read it. */
-static const float *reduction_row(const qtts_conv1d *c, const float *x, size_t ldx, int kk) {
-    const int tap = kk / c->cin, ci = kk % c->cin;
-    return x + (size_t)ci * ldx - (ptrdiff_t)(c->taps - 1 - tap) * c->dil;
 }
 
 /* false (nothing done) when the workspace for the packed input cannot be
