@@ -173,9 +173,15 @@ typedef struct {
      * (the decoder is causal and carries its state from push to push,
      * model/codec_decoder.h); each push reads the decoder's weights once,
      * so a small N costs throughput (12 is a good steady-state size).
-     * Window delivery is kept for in-context cloning (its trim needs the
-     * final length) and on backends without a streaming decoder. At most
-     * 300 each. */
+     * In-context cloning streams too: its reference frames run through
+     * the decoder first (once per session and reference: the decoder's
+     * state after them is kept for the next request with the same one),
+     * and exactly their samples are cut. The reference's one-shot cut,
+     * int(ref / total * samples) in double, is that or, for about 4% of
+     * lengths, one sample fewer, known only from the final length: such a
+     * streamed clone lacks the one-shot result's first sample, and every
+     * other sample is the same. Backends without a streaming decoder
+     * deliver windows. At most 300 each. */
     int stream_chunk_frames;
     int stream_first_frames;
 
@@ -199,6 +205,9 @@ typedef struct {
     int prompt_rows;            /* talker positions of the prompt */
     int prompt_rows_reused;     /* of them, taken from the session's previous request
                                    instead of computed (qtts_session_set_prompt_reuse) */
+    int ref_frames_decoded;     /* a streamed in-context clone: reference frames run
+                                   through the codec decoder (0 when the session resumed
+                                   from its state after the same reference) */
 } qtts_result;
 
 /* Synthesizes req on the idle session s, start to finish (see the
@@ -242,6 +251,11 @@ typedef struct {
 
 /* Describes a profile; the strings live as long as the profile. */
 void qtts_voice_get_info(const qtts_voice *v, qtts_voice_info *info);
+/* A 64-bit digest of what the profile holds (embedding, reference codes and
+ * transcript, language): two clones of the same recording and transcript
+ * have the same one. For cache keys, not against tampering (the file's
+ * checksum is that). */
+uint64_t qtts_voice_digest(const qtts_voice *v);
 
 /* For the calling thread only: run the engine's parallel work on this
  * thread alone (serial = true) or on the shared thread pool (false, the

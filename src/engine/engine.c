@@ -90,6 +90,14 @@ struct qtts_session {
     size_t cap_wav;
     qtts_codec_stream *cs;         /* streaming decode (stream_chunk_frames), kept across */
     int cs_max;                    /*   requests; its frames per run */
+    /* A streamed in-context clone decodes its reference frames first (their
+     * samples are cut). The stream's state after them is kept here with
+     * their codes, so that the next streamed request with the same
+     * reference (a saved voice, or the same audio sent again) resumes from
+     * it instead of decoding them again. */
+    qtts_codec_stream *ref_cs;
+    int32_t *ref_key;              /* [ref_key_frames, 16] */
+    int ref_key_frames;
 
     /* the request in flight, from qtts_session_start to finish/cancel */
     ses_state state;
@@ -109,6 +117,7 @@ struct qtts_session {
     bool manual_setting;           /*   (qtts_session_decode); taken at each start */
     bool no_prompt_reuse;          /* qtts_session_set_prompt_reuse(false) */
     int prompt_rows, prompt_reused; /* this request's prompt (qtts_result) */
+    int ref_decoded;               /* reference frames this request decoded (qtts_result) */
     int due;                       /* manual: frames from `decoded` whose audio is due */
     size_t n_samples;
     double t0;
@@ -318,6 +327,8 @@ void qtts_session_free(qtts_session *s) {
     session_reset(s);
     s->eng->backend->ops->seq_free(s->eng->backend, s->seq);
     qtts_codec_stream_free(s->cs);
+    qtts_codec_stream_free(s->ref_cs);
+    qtts_free(s->ref_key);
     qtts_free(s->frames);
     qtts_free(s->wav);
     qtts_free(s);
@@ -409,8 +420,9 @@ static qtts_status decode_deliver(qtts_session *s, int start, int end, qtts_err 
 }
 
 /* Streaming: decodes frames [decoded, decoded + n) through the session's
- * stream and delivers their samples. */
-static qtts_status stream_push(qtts_session *s, int n, qtts_err *err) {
+ * stream and delivers their samples (after up to skip_samples cut from the
+ * front). */
+static qtts_status stream_run(qtts_session *s, int n, qtts_err *err) {
     const qtts_codec_decoder *d = s->eng->codec;
     const size_t ns = (size_t)n * d->upsample;
     qtts_status st = ensure_wav(s, ns, err);
@@ -429,7 +441,53 @@ static qtts_status stream_push(qtts_session *s, int n, qtts_err *err) {
     s->decoded += n;
     if (!qtts_all_finite(s->wav, ns))
         return qtts_fail(err, QTTS_ERR_NUMERIC, "the codec decoder produced non-finite samples");
-    return deliver(s, s->wav, ns, err);
+    const size_t k = QTTS_MIN(s->skip_samples, ns);
+    s->skip_samples -= k;
+    return deliver(s, s->wav + k, ns - k, err);
+}
+
+/* Keeps the stream's state after the reference frames (see ref_cs). Without
+ * memory for it nothing is kept: the next request decodes its reference. */
+static void keep_reference_state(qtts_session *s) {
+    qtts_err e;
+    if (!s->ref_cs && qtts_codec_stream_new(s->eng->codec, 1, &s->ref_cs, &e)) return;
+    const size_t bytes = sizeof(int32_t) * (size_t)s->ref_frames * QTTS_NUM_CODEBOOKS;
+    int32_t *key = qtts_realloc(s->ref_key, bytes);
+    if (!key) return;
+    s->ref_key = key;
+    s->ref_key_frames = 0;
+    if (qtts_codec_stream_copy(s->ref_cs, s->cs, &e)) return;
+    memcpy(key, s->frames, bytes);
+    s->ref_key_frames = s->ref_frames;
+}
+
+/* stream_run, with an in-context clone's reference frames run on their own
+ * first so that the state after them can be kept. */
+static qtts_status stream_push(qtts_session *s, int n, qtts_err *err) {
+    if (s->decoded < s->ref_frames) {
+        const int m = QTTS_MIN(n, s->ref_frames - s->decoded);
+        const qtts_status st = stream_run(s, m, err);
+        if (st) return st;
+        if (s->decoded == s->ref_frames) keep_reference_state(s);
+        n -= m;
+    }
+    return n > 0 ? stream_run(s, n, err) : QTTS_OK;
+}
+
+/* A streamed in-context clone (set up after the stream's reset): resumes
+ * from the state kept after the same reference frames, or has them decoded
+ * with the first push, their samples cut. */
+static void stream_reference(qtts_session *s) {
+    qtts_err e;
+    const size_t bytes = sizeof(int32_t) * (size_t)s->ref_frames * QTTS_NUM_CODEBOOKS;
+    if (s->ref_cs && s->ref_key_frames == s->ref_frames && !memcmp(s->ref_key, s->frames, bytes) &&
+        qtts_codec_stream_copy(s->cs, s->ref_cs, &e) == QTTS_OK) {
+        s->decoded = s->ref_frames;
+        return;
+    }
+    s->skip_samples = (size_t)s->ref_frames * s->eng->codec->upsample;
+    s->due = s->ref_frames;
+    s->ref_decoded = s->ref_frames;
 }
 
 qtts_status qtts_decode_codes(qtts_session *s, const int32_t *codes, int n_frames,
@@ -677,6 +735,7 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
     s->t0 = qtts_now();
     s->req = req;
     s->n_frames = s->decoded = 0;
+    s->ref_decoded = 0;
     s->n_samples = 0;
     s->cb_status = QTTS_OK;
     int32_t *ids = NULL, *instr_ids = NULL, *ref_ids = NULL;
@@ -697,6 +756,7 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         if (st) goto done;
     }
     const bool icl = voice && voice->ref_codes && !req->x_vector_only;
+    const bool stream = req->stream_chunk_frames && !strcmp(e->backend->ops->name, "cpu");
     if (icl) {
         st = tokenize_template(e, qtts_prompt_ref_template(voice->ref_text), &ref_ids, &n_ref, err);
         if (st) goto done;
@@ -719,7 +779,10 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         /* The reference decodes concat(ref_codes, generated) with the chunk
          * windows counted from the reference's first frame, then cuts
          * int(ref / total * n_samples) samples (in double). That cut depends
-         * on the final length, so the audio is decoded at finish. */
+         * on the final length, so the audio is decoded at finish, unless it
+         * is streamed: then exactly the reference frames' samples are cut
+         * (stream_reference; qtts_request.stream_chunk_frames says how that
+         * differs). */
         int need = voice->ref_frames;
         if (need > s->cap_frames) {
             int32_t *p = qtts_realloc(s->frames, (size_t)need * QTTS_NUM_CODEBOOKS * sizeof(int32_t));
@@ -732,9 +795,9 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         }
         memcpy(s->frames, voice->ref_codes, (size_t)need * QTTS_NUM_CODEBOOKS * sizeof(int32_t));
         s->ref_frames = s->n_frames = need;
-        s->hold_audio = true;
+        s->hold_audio = !stream;
     }
-    if (req->stream_chunk_frames && !s->hold_audio && !strcmp(e->backend->ops->name, "cpu")) {
+    if (stream) {
         const int n = req->stream_chunk_frames;
         const int first = req->stream_first_frames ? req->stream_first_frames : 1;
         const int run = QTTS_MAX(n, first);
@@ -749,6 +812,7 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         qtts_codec_stream_reset(s->cs);
         s->stream_n = n;
         s->stream_first = s->stream_next = first;
+        if (s->ref_frames) stream_reference(s);
     }
     if (req->speed != 0 && req->speed != 1) {
         st = qtts_stretch_new(cfg->codec.output_sample_rate, req->speed, &s->stretch, err);
@@ -848,6 +912,7 @@ static void fill_result(const qtts_session *s, qtts_result *r) {
     snprintf(r->warning, sizeof r->warning, "%s", s->warning);
     r->prompt_rows = s->prompt_rows;
     r->prompt_rows_reused = s->prompt_reused;
+    r->ref_frames_decoded = s->ref_decoded;
 }
 
 qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_err *err) {
@@ -865,7 +930,7 @@ qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_err *
         if (err) *err = s->err;
         break;
     case SES_DONE:
-        if (s->ref_frames) {
+        if (s->ref_frames && !s->stream_n) {
             const int total = s->n_frames;
             const double n_all = (double)total * s->eng->codec->upsample;
             s->skip_samples = (size_t)((double)s->ref_frames / (double)QTTS_MAX(total, 1) * n_all);

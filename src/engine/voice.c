@@ -37,6 +37,25 @@ void qtts_voice_get_info(const qtts_voice *v, qtts_voice_info *info) {
     info->model_size = v->model_size;
 }
 
+/* FNV-1a, 64-bit. */
+static uint64_t fnv(uint64_t h, const void *data, size_t n) {
+    const uint8_t *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+uint64_t qtts_voice_digest(const qtts_voice *v) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv(h, &v->dim, sizeof v->dim);
+    h = fnv(h, v->xvector, sizeof(float) * (size_t)v->dim);
+    h = fnv(h, &v->ref_frames, sizeof v->ref_frames);
+    if (v->ref_codes) h = fnv(h, v->ref_codes, sizeof(int32_t) * (size_t)v->ref_frames * 16);
+    /* strings with their terminator, so that ("ab", "") and ("a", "b") differ */
+    h = v->ref_text ? fnv(h, v->ref_text, strlen(v->ref_text) + 1) : fnv(h, "", 0);
+    h = v->language ? fnv(h, v->language, strlen(v->language) + 1) : fnv(h, "", 0);
+    return h;
+}
+
 /* ==== checksum ============================================================ */
 
 static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {

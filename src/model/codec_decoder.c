@@ -961,6 +961,23 @@ void qtts_codec_stream_reset(qtts_codec_stream *s) {
     s->frame = 0;
 }
 
+qtts_status qtts_codec_stream_copy(qtts_codec_stream *dst, const qtts_codec_stream *src,
+                                   qtts_err *err) {
+    if (!dst || !src || dst->d != src->d)
+        return qtts_fail(err, QTTS_ERR_INVALID, "codec stream copy: not two streams of one decoder");
+    if (dst == src) return QTTS_OK;
+    for (int i = 0; i < 2; i++) {
+        causal_state *a = &dst->st[i];
+        const causal_state *b = &src->st[i];
+        memcpy(a->mem, b->mem, sizeof(float) * b->floats);   /* same decoder: same layout */
+        a->pos = b->pos;
+        a->kv_n = b->kv_n;
+    }
+    dst->cur = src->cur;
+    dst->frame = src->frame;
+    return QTTS_OK;
+}
+
 int64_t qtts_codec_stream_frames(const qtts_codec_stream *s) { return s ? s->frame : 0; }
 
 void qtts_codec_stream_free(qtts_codec_stream *s) {

@@ -196,6 +196,13 @@ qtts_status qtts_codec_stream_push(qtts_codec_stream *s, const int32_t *codes, i
 
 /* Back to frame 0 (a new utterance), keeping the scratch. */
 void qtts_codec_stream_reset(qtts_codec_stream *s);
+/* dst takes src's position and causal state, so that it decodes the next
+ * frames exactly as src would (the same bits): a snapshot of a stream
+ * after a prefix of codes, to resume from later. Both must be streams of
+ * the same decoder; their frames per run may differ. QTTS_ERR_INVALID
+ * otherwise, dst unchanged. */
+qtts_status qtts_codec_stream_copy(qtts_codec_stream *dst, const qtts_codec_stream *src,
+                                   qtts_err *err);
 int64_t qtts_codec_stream_frames(const qtts_codec_stream *s);   /* frames pushed */
 void qtts_codec_stream_free(qtts_codec_stream *s);               /* NULL ok */
 

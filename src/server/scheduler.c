@@ -348,12 +348,15 @@ static void step_slots(qtts_sched *s, qtts_session **ses, job_ctx *ctx, bool *bu
 /* What a request's prompt starts with, as far as the scheduler can tell
  * before it is built: its voice. A session keeps its last prompt's rows and
  * computes only the rows after those the next prompt shares (prompt reuse:
- * the role and codec prefix of a speaker and language, an instruction), so
- * a new request goes to a free slot whose last request had the same voice,
+ * the role and codec prefix of a speaker and language, an instruction),
+ * and a streamed in-context clone resumes the codec decoder from its state
+ * after the same reference frames; so a new request goes to a free slot
+ * whose last request had the same voice,
  * else to the free slot used longest ago (keeping recent voices around). */
 typedef struct {
     char *speaker, *language, *instruct;
-    const qtts_voice *voice;   /* profiles are cached by the server: stable */
+    bool has_voice;
+    uint64_t voice;            /* qtts_voice_digest: a profile, or the same recording sent again */
     qtts_text_mode text_mode;
     bool set;
     uint64_t used;             /* admission stamp */
@@ -363,7 +366,8 @@ static bool str_same(const char *a, const char *b) { return a == b || (a && b &&
 
 static bool key_same(const slot_key *k, const qtts_request *r) {
     return k->set && str_same(k->speaker, r->speaker) && str_same(k->language, r->language) &&
-           str_same(k->instruct, r->instruct) && k->voice == r->voice &&
+           str_same(k->instruct, r->instruct) && k->has_voice == (r->voice != NULL) &&
+           (!r->voice || k->voice == qtts_voice_digest(r->voice)) &&
            k->text_mode == r->text_mode && !r->ref_audio;
 }
 
@@ -380,7 +384,8 @@ static void key_set(slot_key *k, const qtts_request *r, uint64_t stamp) {
     k->speaker = r->speaker ? qtts_strdup(r->speaker) : NULL;
     k->language = r->language ? qtts_strdup(r->language) : NULL;
     k->instruct = r->instruct ? qtts_strdup(r->instruct) : NULL;
-    k->voice = r->voice;
+    k->has_voice = r->voice != NULL;
+    k->voice = r->voice ? qtts_voice_digest(r->voice) : 0;
     k->text_mode = r->text_mode;
     /* out of memory: no preference next time, nothing else lost */
     k->set = (!r->speaker || k->speaker) && (!r->language || k->language) &&

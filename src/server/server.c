@@ -1040,9 +1040,21 @@ static void enc_release(qtts_server *s) {
     pthread_mutex_unlock(&s->enc_mu);
 }
 
+/* An in-context clone sent whole keeps the reference's own trim, which
+ * needs the final length: its audio is decoded at finish. Streamed, the
+ * engine cuts exactly the reference frames' samples instead (at most the
+ * one-shot result's first sample less; qtts_request.stream_chunk_frames). */
+static void clone_decode_mode(qtts_speech *sp) {
+    qtts_voice_info vi;
+    qtts_voice_get_info(sp->req.voice, &vi);
+    if (vi.in_context && !sp->req.x_vector_only && sp->stream == QTTS_STREAM_NONE)
+        sp->req.stream_chunk_frames = 0;
+}
+
 /* Sets sp->req.voice from the profile sp names, or to a voice encoded
  * from sp's reference audio (*own, which the caller frees once the job is
- * done). false + e on refusal. */
+ * done), and how its audio is decoded (clone_decode_mode). false + e on
+ * refusal. */
 static bool resolve_voice(qtts_server *s, qtts_speech *sp, qtts_voice **own, qtts_api_error *e) {
     *own = NULL;
     if (sp->voice_name[0]) {
@@ -1057,6 +1069,7 @@ static bool resolve_voice(qtts_server *s, qtts_speech *sp, qtts_voice **own, qtt
                                  ve->name, why);
         }
         sp->req.voice = ve->v;
+        clone_decode_mode(sp);
         return true;
     }
     if (!enc_acquire(s)) {
@@ -1073,6 +1086,7 @@ static bool resolve_voice(qtts_server *s, qtts_speech *sp, qtts_voice **own, qtt
     qtts_speech_drop_audio(sp);
     if (st == QTTS_OK) {
         sp->req.voice = *own;
+        clone_decode_mode(sp);
         return true;
     }
     char msg[400];

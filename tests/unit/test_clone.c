@@ -60,6 +60,78 @@ static void check_against_golden(const char *label, const char *gpath, const col
     qtts_st_close(gf);
 }
 
+/* A streamed in-context clone against the one-shot result c (already
+ * checked against the golden): the reference cuts int(ref / total *
+ * samples) samples, the stream exactly the reference frames' K; the cut is
+ * K or K - 1, so the stream is c without its first d = K - cut samples,
+ * the same bits. Run twice on ss: the second run resumes the decoder after
+ * the reference instead of decoding it again (ref_frames_decoded 0), and
+ * the first decodes it unless ss's last streamed clone had the same
+ * reference (same_ref). */
+static bool check_streamed_clone(const char *label, qtts_session *ss, qtts_request *req,
+                                 const collect *c, int ref_frames, bool same_ref) {
+    if (c->n_frames < 2) return false;
+    const size_t up = c->n / (size_t)c->n_frames;   /* c has n_frames * up (+ 1) samples */
+    const int total = ref_frames + c->n_frames;
+    const size_t K = (size_t)ref_frames * up;
+    const size_t cut = (size_t)((double)ref_frames / (double)total * ((double)total * (double)up));
+    CHECK(cut == K || cut + 1 == K, "%s: reference cut %zu against %zu", label, cut, K);
+    const size_t d = K - cut;
+    req->stream_chunk_frames = 3;
+    req->stream_first_frames = 1;
+    for (int run = 0; run < 2; run++) {
+        collect cs = {0};
+        req->user = &cs;
+        qtts_result r;
+        qtts_error err;
+        CHECK(qtts_synthesize(ss, req, &r, &err) == QTTS_OK, "%s: streamed: %s", label, err.msg);
+        const int want = run || same_ref ? 0 : ref_frames;
+        CHECK(r.ref_frames_decoded == want, "%s: streamed run %d decoded %d reference frames, not %d",
+              label, run, r.ref_frames_decoded, want);
+        CHECK(cs.n_frames == c->n_frames &&
+                  !memcmp(cs.codes, c->codes, sizeof(int32_t) * 16 * (size_t)c->n_frames),
+              "%s: streamed run %d: other codes", label, run);
+        CHECK(cs.n + d == c->n && r.n_samples == cs.n &&
+                  !memcmp(cs.pcm, c->pcm + d, sizeof(float) * cs.n),
+              "%s: streamed run %d: %zu samples, not the one-shot %zu less its first %zu", label,
+              run, cs.n, c->n, d);
+        collect_free(&cs);
+    }
+    req->stream_chunk_frames = req->stream_first_frames = 0;
+
+    /* The goldens' lengths may all have d = 0: a length with d = 1 too,
+     * where one up to 120 frames exists (run_model checks that some case
+     * of the model had one). */
+    int F = 0;
+    for (int f = 2; f <= 120 && !F; f++) {
+        const int t = ref_frames + f;
+        if ((size_t)((double)ref_frames / (double)t * ((double)t * (double)up)) + 1 == K) F = f;
+    }
+    if (!F) return false;
+    const int max_new = req->max_new_tokens;
+    req->max_new_tokens = F + 1;   /* F frames and the draw that would be EOS */
+    collect one = {0}, str = {0};
+    qtts_result r;
+    qtts_error err;
+    req->user = &one;
+    CHECK(qtts_synthesize(ss, req, &r, &err) == QTTS_OK, "%s: %d frames: %s", label, F, err.msg);
+    req->stream_chunk_frames = 4;
+    req->user = &str;
+    CHECK(qtts_synthesize(ss, req, &r, &err) == QTTS_OK, "%s: %d frames, streamed: %s", label, F,
+          err.msg);
+    const bool tested = one.n_frames == F;   /* else the model chose EOS earlier */
+    if (tested)
+        CHECK(str.n_frames == F && str.n + 1 == one.n &&
+                  !memcmp(str.pcm, one.pcm + 1, sizeof(float) * str.n),
+              "%s: %d frames: streamed %zu samples against one-shot %zu (cut one short)", label,
+              F, str.n, one.n);
+    collect_free(&one);
+    collect_free(&str);
+    req->stream_chunk_frames = 0;
+    req->max_new_tokens = max_new;
+    return tested;
+}
+
 static void run_model(const char *model) {
     char dir[256];
     snprintf(dir, sizeof dir, MODELS "/%s", model);
@@ -68,6 +140,13 @@ static void run_model(const char *model) {
     REQUIRE(qtts_engine_open(dir, NULL, &eng, &err) == QTTS_OK, "%s", err.msg);
     qtts_session *s = qtts_session_new(eng, &err);
     REQUIRE(s, "%s", err.msg);
+    qtts_session *ss = qtts_session_new(eng, &err);   /* the streamed clones' */
+    REQUIRE(ss, "%s", err.msg);
+    char last_ref[1024] = "";   /* the reference audio and text of ss's last streamed clone */
+    int cut_short = 0;          /* streamed clones checked with the cut one sample short */
+    char seen[16][1100];        /* per case: audio, transcript and mode, and the voice digest */
+    uint64_t digests[16];
+    int n_seen = 0;
     char gdir[256];
     snprintf(gdir, sizeof gdir, GOLDEN "/%s", model);
     DIR *d = opendir(gdir);
@@ -124,6 +203,18 @@ static void run_model(const char *model) {
             qtts_voice_save(v, vpath, &err) == QTTS_OK && qtts_voice_load(eng, vpath, &v2, &err) == QTTS_OK) {
             qtts_voice_info vi;
             qtts_voice_get_info(v2, &vi);
+            /* the digest: the same for the reloaded profile, and for another
+             * case iff it cloned the same audio (and transcript, in context) */
+            const uint64_t dg = qtts_voice_digest(v);
+            CHECK(qtts_voice_digest(v2) == dg, "%s: the reloaded profile's digest differs", label);
+            char what[1100];
+            snprintf(what, sizeof what, "%s\n%s", apath, vi.in_context ? vi.ref_text : "");
+            for (int i = 0; i < n_seen; i++)
+                CHECK((digests[i] == dg) == !strcmp(seen[i], what), "%s: digest against case %d", label, i);
+            if (n_seen < 16) {
+                snprintf(seen[n_seen], sizeof seen[n_seen], "%s", what);
+                digests[n_seen++] = dg;
+            }
             CHECK(vi.in_context == (!xvo && req.ref_text && *req.ref_text), "%s: profile mode", label);
             collect c2 = {0};
             req.ref_audio = NULL;
@@ -138,6 +229,13 @@ static void run_model(const char *model) {
                       !memcmp(c2.pcm, c.pcm, sizeof(float) * c.n),
                   "%s: the reloaded profile does not reproduce the direct clone", label);
             collect_free(&c2);
+            if (vi.in_context) {
+                char ref[1024];
+                snprintf(ref, sizeof ref, "%s\n%s", apath, vi.ref_text);
+                cut_short += check_streamed_clone(label, ss, &req, &c, vi.ref_frames,
+                                                  !strcmp(ref, last_ref));
+                snprintf(last_ref, sizeof last_ref, "%s", ref);
+            }
         } else if (audio && st == QTTS_OK) {
             CHECK(0, "%s: profile round trip: %s", label, err.msg);
         }
@@ -151,6 +249,8 @@ static void run_model(const char *model) {
     }
     if (d) closedir(d);
     CHECK(n_cases >= 4, "%s: only %d golden cases", model, n_cases);
+    CHECK(cut_short > 0, "%s: no streamed clone was checked with the cut one sample short", model);
+    qtts_session_free(ss);
     qtts_session_free(s);
     qtts_engine_close(eng);
 }

@@ -8,6 +8,9 @@
  *     only and in-context, whole and streamed, two at once) and with a
  *     profile of the --voices directory is byte-identical to the same
  *     request through qtts_synthesize in-process;
+ *   - an in-context clone at a length where the reference's trim keeps
+ *     one sample of the reference frames: sent whole, that trim; streamed,
+ *     the same less that first sample (qtts_request.stream_chunk_frames);
  *   - the OpenAI `voice` names a profile (case-insensitively);
  *   - every refusal: bad base64 (alphabet, padding, length, trailing
  *     bits), bad audio (the reader's rule in the message), ref_audio with
@@ -117,6 +120,7 @@ typedef struct {
     const char *ref_text;
     bool xvo;
     const char *profile;   /* a file in g_dir instead of audio */
+    int frames;            /* max_frames (0: FRAMES) */
     bytes pcm;
 } ref_case;
 
@@ -128,7 +132,7 @@ static bool synth_ref(qtts_engine *e, qtts_session *s, ref_case *rc) {
     qtts_request_init(&q);
     q.text = TEXT;
     q.do_sample = q.subtalker_do_sample = 0;
-    q.max_new_tokens = FRAMES + 1;     /* what the server sends for max_frames */
+    q.max_new_tokens = (rc->frames ? rc->frames : FRAMES) + 1;   /* what the server sends for max_frames */
     q.on_audio = ref_sink;
     q.user = &rc->pcm;
     q.x_vector_only = rc->xvo;
@@ -316,6 +320,51 @@ static void test_concurrent_clones(void) {
         resp_free(&jobs[i].r);
         free(jobs[i].body);
     }
+}
+
+/* Alice (in-context) at a length F where the reference's trim,
+ * int(ref / total * samples), is one sample short of the reference frames'
+ * samples: whole, the response is the in-process one-shot; streamed, the
+ * engine cuts exactly the reference frames, so the same less its first
+ * sample. */
+static void test_clone_cut_short(void) {
+    qtts_engine *e = NULL;
+    qtts_voice *v = NULL;
+    qtts_error err;
+    char path[512];
+    snprintf(path, sizeof path, "%s/alice.voice", g_dir);
+    REQUIRE(qtts_engine_open(MODEL, NULL, &e, &err) == QTTS_OK && qtts_voice_load(e, path, &v, &err) == QTTS_OK,
+            "%s", err.msg);
+    qtts_voice_info vi;
+    qtts_voice_get_info(v, &vi);
+    const int r = vi.ref_frames;
+    const size_t up = g_refs[REF_ALICE].pcm.n / 2 / FRAMES;   /* FRAMES * up samples, or one more */
+    int F = 0;
+    for (int f = 2; f <= 120 && !F; f++)
+        if ((size_t)((double)r / (double)(r + f) * ((double)(r + f) * (double)up)) + 1 == (size_t)r * up) F = f;
+    qtts_voice_free(v);
+    REQUIRE(F, "no length up to 120 frames with the trim one short for %d reference frames", r);
+    ref_case rc = {.profile = "alice", .frames = F};
+    qtts_session *ses = qtts_session_new(e, &err);
+    CHECK(ses && synth_ref(e, ses, &rc) && rc.pcm.n == 2 * ((size_t)F * up + 1),
+          "in-process one-shot: %zu bytes for %d frames", rc.pcm.n, F);
+    qtts_session_free(ses);
+    qtts_engine_close(e);
+    char more[128];
+    snprintf(more, sizeof more, "{\"text\":\"%s\",\"greedy\":true,\"max_frames\":%d,\"voice_profile\":\"alice\"",
+             TEXT, F);
+    char body[512];
+    snprintf(body, sizeof body, "%s}", more);
+    resp w = post("/v1/tts", body);
+    CHECK(same_audio(&w, &rc.pcm, true), "whole: status %d, %zu bytes against %zu", w.status, w.body_len, rc.pcm.n);
+    resp_free(&w);
+    snprintf(body, sizeof body, "%s,\"stream\":true,\"response_format\":\"pcm\"}", more);
+    resp st = post("/v1/tts", body);
+    const bytes less = {.p = rc.pcm.p + 2, .n = rc.pcm.n - 2};
+    CHECK(same_audio(&st, &less, false), "streamed: status %d, %zu bytes against %zu", st.status, st.body_len,
+          less.n);
+    resp_free(&st);
+    free(rc.pcm.p);
 }
 
 static void test_profiles_match_synthesize(void) {
@@ -552,6 +601,7 @@ int main(void) {
     TEST_RUN(test_inline_matches_synthesize);
     TEST_RUN(test_profiles_match_synthesize);
     TEST_RUN(test_concurrent_clones);
+    TEST_RUN(test_clone_cut_short);
     TEST_RUN(test_refusals);
     CHECK(stop_server(s), "drain");
     TEST_RUN(test_no_voices_dir);
