@@ -337,10 +337,13 @@ void qtts_session_set_manual_decode(qtts_session *s, bool manual);
  * last request beside their KV cache, and the next request's prefill
  * computes only the rows after those they share (the same speaker,
  * language and instruction share the role and codec-prefix rows, and the
- * instruction's or an in-context reference transcript's rows). The
+ * instruction's or an in-context reference transcript's rows); likewise
+ * a streamed in-context clone resumes the codec decoder from its state
+ * after the same reference frames (qtts_request.stream_chunk_frames). The
  * output is the same bits either way; only its time to first audio
- * changes. Off: every prefill computes every row (benchmarks of the cold
- * case). Backends without it (cuda) always compute every row. */
+ * changes. Off: every prefill computes every row and every clone decodes
+ * its reference (benchmarks of the cold case). Backends without it (cuda)
+ * always compute every row. */
 void qtts_session_set_prompt_reuse(qtts_session *s, bool reuse);
 
 /* Frames whose audio is due on a running or done session (0 otherwise). */

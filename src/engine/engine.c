@@ -450,6 +450,7 @@ static qtts_status stream_run(qtts_session *s, int n, qtts_err *err) {
  * memory for it nothing is kept: the next request decodes its reference. */
 static void keep_reference_state(qtts_session *s) {
     qtts_err e;
+    if (s->no_prompt_reuse) return;
     if (!s->ref_cs && qtts_codec_stream_new(s->eng->codec, 1, &s->ref_cs, &e)) return;
     const size_t bytes = sizeof(int32_t) * (size_t)s->ref_frames * QTTS_NUM_CODEBOOKS;
     int32_t *key = qtts_realloc(s->ref_key, bytes);
@@ -475,12 +476,13 @@ static qtts_status stream_push(qtts_session *s, int n, qtts_err *err) {
 }
 
 /* A streamed in-context clone (set up after the stream's reset): resumes
- * from the state kept after the same reference frames, or has them decoded
- * with the first push, their samples cut. */
+ * from the state kept after the same reference frames (unless prompt reuse
+ * is off), or has them decoded with the first push, their samples cut. */
 static void stream_reference(qtts_session *s) {
     qtts_err e;
     const size_t bytes = sizeof(int32_t) * (size_t)s->ref_frames * QTTS_NUM_CODEBOOKS;
-    if (s->ref_cs && s->ref_key_frames == s->ref_frames && !memcmp(s->ref_key, s->frames, bytes) &&
+    if (!s->no_prompt_reuse && s->ref_cs && s->ref_key_frames == s->ref_frames &&
+        !memcmp(s->ref_key, s->frames, bytes) &&
         qtts_codec_stream_copy(s->cs, s->ref_cs, &e) == QTTS_OK) {
         s->decoded = s->ref_frames;
         return;

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "io/wav.h"
 
 #define MAX_BATCH 64
 /* Frames of due audio decoded at a time while a slot is free, so that a
@@ -410,10 +411,29 @@ static int pick_slot(const bool *busy, const slot_key *keys, int B, const qtts_r
  * 0.25-0.6 s of a first request's time to first audio on the 0.6B int8
  * model, 0.17 s after) and the session's KV cache and codec stream sized
  * as a real request's (the same frame budget and push). Not counted in the
- * metrics; a Base model has no voice to warm up with and is left cold. */
+ * metrics. A Base model clones a recording made up here, in context, so
+ * that its speaker and codec encoders are warm too. */
 static int stop_after_2(void *user, int frame, const int32_t codes[QTTS_NUM_CODEBOOKS]) {
     (void)user, (void)codes;
     return frame >= 1;
+}
+
+/* 1.5 s of a 150 Hz tone with four overtones, as a 24 kHz 16-bit WAV file
+ * (little-endian, as WAV is); NULL without memory. */
+static uint8_t *warm_recording(size_t *len) {
+    enum { RATE = 24000, N = RATE * 3 / 2 };
+    uint8_t *w = qtts_malloc(44 + 2 * (size_t)N);
+    if (!w) return NULL;
+    qtts_wav_header(w, N, 1, RATE, QTTS_WAV_S16);
+    for (int i = 0; i < N; i++) {
+        double x = 0;
+        for (int h = 1; h <= 5; h++) x += 0.15 / h * sin(2 * M_PI * 150 * h * i / RATE);
+        const uint16_t v = (uint16_t)(int16_t)lrint(x * 32767);
+        w[44 + 2 * i] = (uint8_t)v;
+        w[45 + 2 * i] = (uint8_t)(v >> 8);
+    }
+    *len = 44 + 2 * (size_t)N;
+    return w;
 }
 
 static void warm_up(const qtts_sched_config *cfg, qtts_engine *eng, qtts_session *ses) {
@@ -422,9 +442,16 @@ static void warm_up(const qtts_sched_config *cfg, qtts_engine *eng, qtts_session
     qtts_request req;
     qtts_request_init(&req);
     req.text = "Hello.";
-    if (info.kind == QTTS_KIND_CUSTOM_VOICE) req.speaker = qtts_engine_speaker(eng, 0);
-    else if (info.kind == QTTS_KIND_VOICE_DESIGN) req.instruct = "A calm, clear voice.";
-    else return;
+    uint8_t *wav = NULL;
+    if (info.kind == QTTS_KIND_CUSTOM_VOICE) {
+        req.speaker = qtts_engine_speaker(eng, 0);
+    } else if (info.kind == QTTS_KIND_VOICE_DESIGN) {
+        req.instruct = "A calm, clear voice.";
+    } else {
+        if (!(wav = warm_recording(&req.ref_audio_len))) return;
+        req.ref_audio = wav;
+        req.ref_text = "Hello there.";
+    }
     req.do_sample = 0;
     req.subtalker_do_sample = 0;
     req.max_new_tokens = cfg->max_frames > 0 ? cfg->max_frames + 1 : 2;
@@ -434,6 +461,7 @@ static void warm_up(const qtts_sched_config *cfg, qtts_engine *eng, qtts_session
     qtts_error err = {0};
     /* ends cancelled by stop_after_2; any other failure shows on a real request */
     (void)qtts_synthesize(ses, &req, &res, &err);
+    qtts_free(wav);
 }
 
 static void *worker(void *arg) {

@@ -64,10 +64,10 @@ static void check_against_golden(const char *label, const char *gpath, const col
  * checked against the golden): the reference cuts int(ref / total *
  * samples) samples, the stream exactly the reference frames' K; the cut is
  * K or K - 1, so the stream is c without its first d = K - cut samples,
- * the same bits. Run twice on ss: the second run resumes the decoder after
- * the reference instead of decoding it again (ref_frames_decoded 0), and
+ * the same bits. Run three times on ss: the second run resumes the decoder
+ * after the reference instead of decoding it again (ref_frames_decoded 0),
  * the first decodes it unless ss's last streamed clone had the same
- * reference (same_ref). */
+ * reference (same_ref), the third with prompt reuse off decodes it. */
 static bool check_streamed_clone(const char *label, qtts_session *ss, qtts_request *req,
                                  const collect *c, int ref_frames, bool same_ref) {
     if (c->n_frames < 2) return false;
@@ -79,13 +79,14 @@ static bool check_streamed_clone(const char *label, qtts_session *ss, qtts_reque
     const size_t d = K - cut;
     req->stream_chunk_frames = 3;
     req->stream_first_frames = 1;
-    for (int run = 0; run < 2; run++) {
+    for (int run = 0; run < 3; run++) {
         collect cs = {0};
+        qtts_session_set_prompt_reuse(ss, run < 2);
         req->user = &cs;
         qtts_result r;
         qtts_error err;
         CHECK(qtts_synthesize(ss, req, &r, &err) == QTTS_OK, "%s: streamed: %s", label, err.msg);
-        const int want = run || same_ref ? 0 : ref_frames;
+        const int want = run == 1 || (run == 0 && same_ref) ? 0 : ref_frames;
         CHECK(r.ref_frames_decoded == want, "%s: streamed run %d decoded %d reference frames, not %d",
               label, run, r.ref_frames_decoded, want);
         CHECK(cs.n_frames == c->n_frames &&
@@ -97,6 +98,7 @@ static bool check_streamed_clone(const char *label, qtts_session *ss, qtts_reque
               run, cs.n, c->n, d);
         collect_free(&cs);
     }
+    qtts_session_set_prompt_reuse(ss, true);
     req->stream_chunk_frames = req->stream_first_frames = 0;
 
     /* The goldens' lengths may all have d = 0: a length with d = 1 too,
