@@ -11,8 +11,11 @@
  *   - the returned waveform (in-context: after the reference's trim of
  *     int(ref/total * samples) samples) within 1e-4 of `wav`, same length.
  * Profiles: a saved and reloaded profile reproduces the same bytes as
- * cloning from the audio; corrupt, edited, truncated and wrong-model
- * profiles are refused with a clear message.
+ * cloning from the audio (and has the same qtts_voice_digest, which another
+ * recording's profile does not); corrupt, edited, truncated and wrong-model
+ * profiles are refused with a clear message. Streamed in-context clones:
+ * the one-shot samples less the one the reference's cut may keep in front
+ * (check_streamed_clone), the reference frames decoded once per session.
  */
 #include <dirent.h>
 #include <errno.h>
