@@ -462,13 +462,25 @@ static void keep_reference_state(qtts_session *s) {
     s->ref_key_frames = s->ref_frames;
 }
 
-/* stream_run, with an in-context clone's reference frames run on their own
- * first so that the state after them can be kept. */
+/* stream_run, after an in-context clone's reference frames, whose samples
+ * are all cut: the stream skips them (the convolutions run only on their
+ * last few, qtts_codec_stream_skip), and the state after them is kept. */
 static qtts_status stream_push(qtts_session *s, int n, qtts_err *err) {
     if (s->decoded < s->ref_frames) {
         const int m = QTTS_MIN(n, s->ref_frames - s->decoded);
-        const qtts_status st = stream_run(s, m, err);
+        qtts_engine_stats *stats = s->eng->stats;
+        const double t0 = stats ? qtts_now() : 0;
+        const qtts_status st = qtts_codec_stream_skip(
+            s->cs, s->frames + (size_t)s->decoded * QTTS_NUM_CODEBOOKS, m, err);
+        if (stats) {
+            stats->codec_s += qtts_now() - t0;
+            stats->codec_calls++;
+            stats->codec_frames_run += m;
+        }
         if (st) return st;
+        s->decoded += m;
+        const size_t k = QTTS_MIN(s->skip_samples, (size_t)m * s->eng->codec->upsample);
+        s->skip_samples -= k;
         if (s->decoded == s->ref_frames) keep_reference_state(s);
         n -= m;
     }
@@ -534,7 +546,10 @@ void qtts_request_init(qtts_request *r) {
 static qtts_status decode_due_audio(qtts_session *s, int max_frames, qtts_err *err) {
     qtts_status st = QTTS_OK;
     if (s->stream_n) {
-        const int n = max_frames > 0 && max_frames < s->due ? max_frames : s->due;
+        int n = max_frames > 0 && max_frames < s->due ? max_frames : s->due;
+        /* an in-context clone's reference frames go in one piece: skipped,
+         * they cost about as much as the last few alone */
+        n = QTTS_MAX(n, QTTS_MIN(s->due, s->ref_frames - s->decoded));
         if (n > 0 && !(st = stream_push(s, n, err))) s->due -= n;
     } else {
         for (; !st && s->due >= QTTS_CODEC_CHUNK; s->due -= QTTS_CODEC_CHUNK) {

@@ -248,6 +248,30 @@ static qtts_status check_config(qtts_codec_decoder *d, const qtts_config *cfg, q
 #undef c
 }
 
+/* d->reach (codec_decoder.h): walking back from the output conv's state,
+ * in samples at each stage's rate, how many of a stage's last input
+ * samples its last outputs and its state need. A causal conv of kernel k
+ * and dilation dil: (k - 1) * dil more than its outputs (the history it
+ * keeps is the last (k - 1) * dil of them, so it is covered); a residual
+ * unit adds its conv1's; a 2-tap transposed conv of stride s: ceil(n / s)
+ * + 1 input columns for n outputs (the +1 is the column of history it
+ * keeps); the upsampler's 1-tap ones ceil(n / s); 1x1 convs, SnakeBeta,
+ * GELU and the per-column layer norm nothing. */
+static int conv_reach(const qtts_codec_decoder *d) {
+    int64_t n = K_CONV - 1;   /* the output conv's history */
+    for (int b = d->n_blocks - 1; b >= 0; b--) {
+        const qtts_codec_block *B = &d->blocks[b];
+        for (int r = 2; r >= 0; r--) n += (int64_t)(K_CONV - 1) * B->res[r].dil;
+        n = (n + B->stride - 1) / B->stride + 1;
+    }
+    n += K_CONV - 1;          /* decoder.0 */
+    for (int i = d->n_ups - 1; i >= 0; i--) {
+        n += K_DW - 1;        /* the ConvNeXt block's depthwise conv */
+        n = (n + d->upx[i].stride - 1) / d->upx[i].stride;
+    }
+    return (int)n;
+}
+
 static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
     char p[96];
     /* quantizer: codebooks normalised by cluster usage. Every tensor's
@@ -390,6 +414,7 @@ static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
     if (!load_snake(d, &d->out_ea, &d->out_ib, err, ch, p)) return err->status;
     snprintf(p, sizeof(p), "decoder.%d.conv", d->n_blocks + 2);
     if (!load_conv(d, &d->dec_out, err, 1, ch, K_CONV, 1, p)) return err->status;
+    d->reach = conv_reach(d);
     return QTTS_OK;
 }
 
@@ -766,16 +791,13 @@ static qtts_status check_codes(const qtts_codec_decoder *d, const int32_t *codes
     return QTTS_OK;
 }
 
-/* The next T frames codes[T, n_q] (already range-checked) through state
- * st into wav[T * upsample]. */
-static qtts_status run(const qtts_codec_decoder *d, scratch *s, causal_state *st,
-                       const int32_t *codes, int T, float *wav, const qtts_codec_hook *hook,
-                       qtts_err *err) {
-    QTTS_ASSERT(T > 0 && T <= s->tmax && st->pos <= INT_MAX - T);
-    float *A = s->big[0], *B = s->big[1], *C = s->big[2], *tmp;
-#define ROT3()  do { tmp = A; A = C; C = B; B = tmp; } while (0) /* (A,B,C) <- (C,A,B) */
+/* The quantizer, pre_conv and transformer of the next T frames codes[T,
+ * n_q] (already range-checked) through state st: the transformer's output
+ * [latent, T] in s->big[0] (big[1], big[2] scratch). st->pos is not moved. */
+static void head(const qtts_codec_decoder *d, scratch *s, causal_state *st, const int32_t *codes,
+                 int T, const qtts_codec_hook *hook) {
+    float *A = s->big[0], *B = s->big[1], *C = s->big[2];
     const int V = d->cb_vec, R = d->rvq_dim, L = d->latent;
-    char stage[32];
 
     /* quantizer -> A[R, T] behind K_PRE-1 history columns */
     {
@@ -808,6 +830,19 @@ static qtts_status run(const qtts_codec_decoder *d, scratch *s, causal_state *st
     transformer(d, s->tm, st, A, C, T);
     qtts_transpose(A, T, C, L, T, L);
     emit(hook, "pre_transformer", A, L, T, T);
+}
+
+/* The next T frames codes[T, n_q] (already range-checked) through state
+ * st into wav[T * upsample]. */
+static qtts_status run(const qtts_codec_decoder *d, scratch *s, causal_state *st,
+                       const int32_t *codes, int T, float *wav, const qtts_codec_hook *hook,
+                       qtts_err *err) {
+    QTTS_ASSERT(T > 0 && T <= s->tmax && st->pos <= INT_MAX - T);
+    float *A = s->big[0], *B = s->big[1], *C = s->big[2], *tmp;
+#define ROT3()  do { tmp = A; A = C; C = B; B = tmp; } while (0) /* (A,B,C) <- (C,A,B) */
+    const int L = d->latent;
+    char stage[32];
+    head(d, s, st, codes, T, hook);
 
     /* upsample: x in A [L, n] */
     int n = T;
@@ -1019,6 +1054,41 @@ qtts_status qtts_codec_stream_push(qtts_codec_stream *s, const int32_t *codes, i
         }
     }
     return QTTS_OK;
+}
+
+qtts_status qtts_codec_stream_skip(qtts_codec_stream *s, const int32_t *codes, int n,
+                                   qtts_err *err) {
+    if (!s) return qtts_fail(err, QTTS_ERR_INVALID, "codec stream: NULL stream");
+    const qtts_codec_decoder *d = s->d;
+    qtts_status st = check_args(d, codes, n, s->discard, err);
+    if (st != QTTS_OK) return st;
+    /* Only the transformer for the frames before the last `reach` of a
+     * run that ends before the window's left-context frames (which also
+     * go through the next window's state): the convolutions' state after
+     * the run depends only on those last frames, whatever it was before
+     * them. */
+    const int64_t f = s->frame, w0 = f / QTTS_CODEC_CHUNK * QTTS_CODEC_CHUNK;
+    const int64_t ctx0 = w0 + QTTS_CODEC_CHUNK - QTTS_CODEC_LEFT_CONTEXT;
+    int lead = (int)QTTS_MIN((int64_t)n, ctx0 - f) - d->reach;
+    causal_state *cs = &s->st[s->cur];
+    for (; lead > 0; ) {
+        const int m = QTTS_MIN(lead, s->s.tmax);
+        QTTS_ASSERT(cs->pos <= INT_MAX - m);
+        head(d, &s->s, cs, codes, m, NULL);
+        cs->pos += m;
+        s->frame += m;
+        codes += (size_t)m * d->n_q;
+        n -= m;
+        lead -= m;
+    }
+    /* the rest as pushed, in runs the discard buffer holds */
+    while (st == QTTS_OK && n > 0) {
+        const int m = QTTS_MIN(n, s->s.tmax);
+        st = qtts_codec_stream_push(s, codes, m, s->discard, err);
+        codes += (size_t)m * d->n_q;
+        n -= m;
+    }
+    return st;
 }
 
 qtts_status qtts_codec_decode(const qtts_codec_decoder *d, const int32_t *codes, int T,

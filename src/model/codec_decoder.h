@@ -86,6 +86,8 @@ typedef struct qtts_codec_decoder {
     int n_ups, ups[QTTS_CODEC_MAX_UPS];
     int n_blocks, rates[QTTS_CODEC_MAX_BLOCKS];
     int upsample;                   /* samples per frame, 1920 */
+    int reach;                      /* frames back from the last whose transformer output
+                                       the convolutions' state depends on (10) */
 
     qtts_st_set *st;                /* owns the mapping the qtts_mat views point into */
 
@@ -193,6 +195,18 @@ qtts_status qtts_codec_stream_new(const qtts_codec_decoder *d, int max_frames,
  * qtts_codec_stream_reset. */
 qtts_status qtts_codec_stream_push(qtts_codec_stream *s, const int32_t *codes, int n,
                                    float *wav_out, qtts_err *err);
+
+/* Advances over the next n frames whose audio is not wanted (a reference
+ * clip before the frames to hear): afterwards the stream is in the state
+ * qtts_codec_stream_push of the same codes leaves, bit for bit. Faster:
+ * the convolutions, nearly all of the work, run only on the last
+ * d->reach frames of a run of frames that stays clear of a window's
+ * left-context frames; the quantizer and the transformer on all of them
+ * (the convolutions' state after frame t depends only on the transformer's
+ * outputs at frames t - reach + 1 .. t, and every op computes a column
+ * the same way whatever surrounds it). Errors as for push. */
+qtts_status qtts_codec_stream_skip(qtts_codec_stream *s, const int32_t *codes, int n,
+                                   qtts_err *err);
 
 /* Back to frame 0 (a new utterance), keeping the scratch. */
 void qtts_codec_stream_reset(qtts_codec_stream *s);

@@ -558,6 +558,93 @@ static void test_stream(void) {
     free(w), free(bad), free(want), free(codes);
 }
 
+/* codes for T frames from a seed */
+static int32_t *random_codes(const qtts_codec_decoder *d, int T, uint64_t seed) {
+    int32_t *codes = malloc(sizeof(int32_t) * (size_t)T * d->n_q);
+    for (int i = 0; i < T * d->n_q; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        codes[i] = (int32_t)((seed >> 33) % (uint64_t)d->cb_size);
+    }
+    return codes;
+}
+
+/* Push `pre` frames, skip `n`, push the rest in pieces of 7 (runs of at
+ * most max_frames): true if what was pushed after the skip is want's bits. */
+static bool skip_matches(const qtts_codec_decoder *d, const int32_t *codes, int T, const float *want,
+                         int pre, int n, int max_frames) {
+    const size_t U = (size_t)d->upsample;
+    qtts_codec_stream *s = NULL;
+    qtts_err err = {0};
+    float *wav = malloc(sizeof(float) * U * T);
+    bool ok = qtts_codec_stream_new(d, max_frames, &s, &err) == QTTS_OK &&
+              qtts_codec_stream_push(s, codes, pre, wav, &err) == QTTS_OK &&
+              qtts_codec_stream_skip(s, codes + (size_t)pre * d->n_q, n, &err) == QTTS_OK &&
+              qtts_codec_stream_frames(s) == pre + n;
+    for (int f = pre + n; ok && f < T; f += 7) {
+        const int m = QTTS_MIN(7, T - f);
+        ok = qtts_codec_stream_push(s, codes + (size_t)f * d->n_q, m, wav + f * U, &err) == QTTS_OK;
+    }
+    if (!ok && err.msg[0]) fprintf(stderr, "  skip: %s\n", err.msg);
+    ok = ok && !memcmp(wav, want, sizeof(float) * U * pre) &&
+         !memcmp(wav + (size_t)(pre + n) * U, want + (size_t)(pre + n) * U,
+                 sizeof(float) * U * (size_t)(T - pre - n));
+    free(wav);
+    qtts_codec_stream_free(s);
+    return ok;
+}
+
+/* qtts_codec_stream_skip leaves the state a push leaves: the frames after
+ * it are the chunked decode's bits, for skips shorter and longer than the
+ * reach, from frame 0 and from the middle of a stream, up to and across a
+ * window's left-context frames and restart, in runs split by a small
+ * max_frames. With the reach one frame short, they are not (the reach is
+ * tight and the check can fail). qtts_codec_stream_copy: a copy continues
+ * as the original, between streams of other run sizes; not across
+ * decoders. */
+static void test_stream_skip(void) {
+    qtts_codec_decoder *d = load_model(DEFAULT_MODEL);
+    REQUIRE(d, "model");
+    const int T = QTTS_CODEC_CHUNK + 60, R = d->reach, ctx0 = QTTS_CODEC_CHUNK - QTTS_CODEC_LEFT_CONTEXT;
+    REQUIRE(R >= 2 && R < 40, "reach %d", R);
+    int32_t *codes = random_codes(d, T, 29);
+    float *want = windows_decode(d, codes, T);
+    REQUIRE(want, "reference decode");
+    const int cases[][3] = {{0, 1, 0},  {0, R - 1, 0}, {0, R, 0},        {0, R + 1, 0},
+                            {0, 40, 0}, {0, 40, 5},    {13, 50, 8},      {0, ctx0 - 1, 0},
+                            {0, ctx0, 0}, {0, ctx0 + 10, 12}, {5, QTTS_CODEC_CHUNK + 3, 0},
+                            {ctx0 - 20, 30, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        CHECK(skip_matches(d, codes, T, want, cases[i][0], cases[i][1], cases[i][2]),
+              "push %d, skip %d, runs of %d", cases[i][0], cases[i][1], cases[i][2]);
+    d->reach = R - 1;
+    CHECK(!skip_matches(d, codes, T, want, 0, 40, 0), "skip 40 with the reach one frame short");
+    d->reach = R;
+
+    qtts_err err = {0};
+    qtts_codec_stream *a = NULL, *b = NULL, *c = NULL;
+    qtts_codec_decoder *d2 = NULL;   /* a second instance (load_model's is cached) */
+    qtts_config cfg;
+    REQUIRE(!qtts_config_load(DEFAULT_MODEL, &cfg, &err) &&
+                !qtts_codec_decoder_load(DEFAULT_MODEL, &cfg, &d2, &err),
+            "%s", err.msg);
+    const size_t U = (size_t)d->upsample;
+    float *wa = malloc(sizeof(float) * U * T), *wb = malloc(sizeof(float) * U * T);
+    REQUIRE(d2 && !qtts_codec_stream_new(d, 16, &a, &err) && !qtts_codec_stream_new(d, 3, &b, &err) &&
+                !qtts_codec_stream_new(d2, 16, &c, &err),
+            "streams: %s", err.msg);
+    const int at = ctx0 + 5;   /* both window states in use */
+    CHECK(!qtts_codec_stream_push(a, codes, at, wa, &err), "%s", err.msg);
+    CHECK(qtts_codec_stream_copy(b, a, &err) == QTTS_OK && qtts_codec_stream_frames(b) == at, "copy");
+    CHECK(qtts_codec_stream_copy(c, a, &err) == QTTS_ERR_INVALID, "copy across decoders accepted");
+    CHECK(!qtts_codec_stream_push(b, codes + (size_t)at * d->n_q, T - at, wb + at * U, &err), "%s",
+          err.msg);
+    CHECK(!memcmp(wb + at * U, want + at * U, sizeof(float) * U * (size_t)(T - at)),
+          "the copy continues otherwise than the original");
+    qtts_codec_stream_free(a), qtts_codec_stream_free(b), qtts_codec_stream_free(c);
+    qtts_codec_decoder_free(d2);
+    free(wa), free(wb), free(want), free(codes);
+}
+
 static void test_bf16(void) {
     /* its own copy: the cached one stays fp32 for the other tests */
     const qtts_codec_decoder *ref = load_model(DEFAULT_MODEL);
@@ -701,6 +788,7 @@ int main(void) {
     TEST_RUN(test_golden_cases);
     TEST_RUN(test_chunked);
     TEST_RUN(test_stream);
+    TEST_RUN(test_stream_skip);
     TEST_RUN(test_bf16);
     qtts_codec_decoder_free(cached);
     qtts_threads_shutdown();
