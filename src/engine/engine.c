@@ -462,29 +462,56 @@ static void keep_reference_state(qtts_session *s) {
     s->ref_key_frames = s->ref_frames;
 }
 
+/* Frames [decoded, decoded + n) through the session's stream without
+ * their samples, which are all cut (qtts_codec_stream_skip: the
+ * convolutions run only on the last few). */
+static qtts_status stream_skip(qtts_session *s, int n, qtts_err *err) {
+    qtts_engine_stats *stats = s->eng->stats;
+    const double t0 = stats ? qtts_now() : 0;
+    const qtts_status st =
+        qtts_codec_stream_skip(s->cs, s->frames + (size_t)s->decoded * QTTS_NUM_CODEBOOKS, n, err);
+    if (stats) {
+        stats->codec_s += qtts_now() - t0;
+        stats->codec_calls++;
+        stats->codec_frames_run += n;
+    }
+    if (st) return st;
+    s->decoded += n;
+    const size_t up = (size_t)s->eng->codec->upsample;
+    QTTS_ASSERT(s->skip_samples >= (size_t)n * up);
+    s->skip_samples -= (size_t)n * up;
+    return QTTS_OK;
+}
+
 /* stream_run, after an in-context clone's reference frames, whose samples
- * are all cut: the stream skips them (the convolutions run only on their
- * last few, qtts_codec_stream_skip), and the state after them is kept. */
+ * are all cut: the stream skips them and keeps its state after them. */
 static qtts_status stream_push(qtts_session *s, int n, qtts_err *err) {
     if (s->decoded < s->ref_frames) {
         const int m = QTTS_MIN(n, s->ref_frames - s->decoded);
-        qtts_engine_stats *stats = s->eng->stats;
-        const double t0 = stats ? qtts_now() : 0;
-        const qtts_status st = qtts_codec_stream_skip(
-            s->cs, s->frames + (size_t)s->decoded * QTTS_NUM_CODEBOOKS, m, err);
-        if (stats) {
-            stats->codec_s += qtts_now() - t0;
-            stats->codec_calls++;
-            stats->codec_frames_run += m;
-        }
+        const qtts_status st = stream_skip(s, m, err);
         if (st) return st;
-        s->decoded += m;
-        const size_t k = QTTS_MIN(s->skip_samples, (size_t)m * s->eng->codec->upsample);
-        s->skip_samples -= k;
         if (s->decoded == s->ref_frames) keep_reference_state(s);
         n -= m;
     }
     return n > 0 ? stream_run(s, n, err) : QTTS_OK;
+}
+
+/* An in-context clone held to the end, on the CPU: the reference's cut
+ * (skip_samples) from a stream that skips the frames before the one
+ * holding the first sample kept, then decodes the rest in windows' worth:
+ * the samples of decoding every window, in less work. */
+static qtts_status finish_held_clone(qtts_session *s, qtts_err *err) {
+    qtts_status st = QTTS_OK;
+    if (!s->cs) {
+        if ((st = qtts_codec_stream_new(s->eng->codec, 12, &s->cs, err))) return st;
+        s->cs_max = 12;
+    }
+    qtts_codec_stream_reset(s->cs);
+    const size_t up = (size_t)s->eng->codec->upsample;
+    st = stream_skip(s, (int)QTTS_MIN(s->skip_samples / up, (size_t)s->n_frames), err);
+    while (!st && s->decoded < s->n_frames)
+        st = stream_run(s, QTTS_MIN(QTTS_CODEC_CHUNK, s->n_frames - s->decoded), err);
+    return st;
 }
 
 /* A streamed in-context clone (set up after the stream's reset): resumes
@@ -951,6 +978,7 @@ qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_err *
             const int total = s->n_frames;
             const double n_all = (double)total * s->eng->codec->upsample;
             s->skip_samples = (size_t)((double)s->ref_frames / (double)QTTS_MAX(total, 1) * n_all);
+            if (!strcmp(s->eng->backend->ops->name, "cpu")) st = finish_held_clone(s, err);
         }
         if (s->stream_n && s->n_frames > s->decoded) st = stream_push(s, s->n_frames - s->decoded, err);
         for (int start = s->decoded; !st && start < s->n_frames; start += QTTS_CODEC_CHUNK) {

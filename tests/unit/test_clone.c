@@ -63,6 +63,27 @@ static void check_against_golden(const char *label, const char *gpath, const col
     qtts_st_close(gf);
 }
 
+/* The reference's one-shot audio of a clone, made the plain way: the
+ * reference codes and c's codes decoded window by window
+ * (qtts_decode_codes), less their first int(ref / total * samples)
+ * samples. True if that is c's audio, bit for bit (the engine skips most
+ * of the reference frames instead of decoding them). */
+static bool matches_window_decode(qtts_session *ss, const int32_t *refc, int ref_frames,
+                                  const collect *c) {
+    const int total = ref_frames + c->n_frames;
+    int32_t *all = malloc(sizeof(int32_t) * 16 * (size_t)total);
+    memcpy(all, refc, sizeof(int32_t) * 16 * (size_t)ref_frames);
+    memcpy(all + (size_t)ref_frames * 16, c->codes, sizeof(int32_t) * 16 * (size_t)c->n_frames);
+    collect w = {0};
+    qtts_error err;
+    bool ok = qtts_decode_codes(ss, all, total, on_audio, &w, &err) == QTTS_OK;
+    const size_t cut = ok ? (size_t)((double)ref_frames / (double)total * (double)w.n) : 0;
+    ok = ok && w.n - cut == c->n && !memcmp(w.pcm + cut, c->pcm, sizeof(float) * c->n);
+    collect_free(&w);
+    free(all);
+    return ok;
+}
+
 /* A streamed in-context clone against the one-shot result c (already
  * checked against the golden): the reference cuts int(ref / total *
  * samples) samples, the stream exactly the reference frames' K; the cut is
@@ -72,8 +93,11 @@ static void check_against_golden(const char *label, const char *gpath, const col
  * the first decodes it unless ss's last streamed clone had the same
  * reference (same_ref), the third with prompt reuse off decodes it. */
 static bool check_streamed_clone(const char *label, qtts_session *ss, qtts_request *req,
-                                 const collect *c, int ref_frames, bool same_ref) {
+                                 const collect *c, const int32_t *refc, int ref_frames,
+                                 bool same_ref) {
     if (c->n_frames < 2) return false;
+    CHECK(matches_window_decode(ss, refc, ref_frames, c), "%s: one-shot against the window decode",
+          label);
     const size_t up = c->n / (size_t)c->n_frames;   /* c has n_frames * up (+ 1) samples */
     const int total = ref_frames + c->n_frames;
     const size_t K = (size_t)ref_frames * up;
@@ -125,6 +149,9 @@ static bool check_streamed_clone(const char *label, qtts_session *ss, qtts_reque
     CHECK(qtts_synthesize(ss, req, &r, &err) == QTTS_OK, "%s: %d frames, streamed: %s", label, F,
           err.msg);
     const bool tested = one.n_frames == F;   /* else the model chose EOS earlier */
+    if (tested)
+        CHECK(matches_window_decode(ss, refc, ref_frames, &one),
+              "%s: %d frames: one-shot against the window decode (cut one short)", label, F);
     if (tested)
         CHECK(str.n_frames == F && str.n + 1 == one.n &&
                   !memcmp(str.pcm, one.pcm + 1, sizeof(float) * str.n),
@@ -234,13 +261,23 @@ static void run_model(const char *model) {
                       !memcmp(c2.pcm, c.pcm, sizeof(float) * c.n),
                   "%s: the reloaded profile does not reproduce the direct clone", label);
             collect_free(&c2);
+            qtts_st_file *vf = NULL;
+            const qtts_tensor *rc = NULL;
             if (vi.in_context) {
+                qtts_err e2;
+                CHECK(qtts_st_open(vpath, &vf, &e2) == QTTS_OK, "%s", e2.msg);
+                rc = vf ? qtts_st_find(vf, "ref_codes") : NULL;
+                CHECK(rc && rc->dtype == QTTS_DT_I32 && rc->numel == (uint64_t)vi.ref_frames * 16,
+                      "%s: the profile's ref_codes", label);
+            }
+            if (rc && rc->dtype == QTTS_DT_I32 && rc->numel == (uint64_t)vi.ref_frames * 16) {
                 char ref[1024];
                 snprintf(ref, sizeof ref, "%s\n%s", apath, vi.ref_text);
-                cut_short += check_streamed_clone(label, ss, &req, &c, vi.ref_frames,
+                cut_short += check_streamed_clone(label, ss, &req, &c, rc->data, vi.ref_frames,
                                                   !strcmp(ref, last_ref));
                 snprintf(last_ref, sizeof last_ref, "%s", ref);
             }
+            qtts_st_close(vf);
         } else if (audio && st == QTTS_OK) {
             CHECK(0, "%s: profile round trip: %s", label, err.msg);
         }
