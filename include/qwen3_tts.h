@@ -174,9 +174,10 @@ typedef struct {
      * model/codec_decoder.h); each push reads the decoder's weights once,
      * so a small N costs throughput (12 is a good steady-state size).
      * In-context cloning streams too: the decoder is first brought to its
-     * state after the reference frames (qtts_codec_stream_skip: their
-     * samples are not computed; a session keeps that state for the next
-     * request with the same reference), and exactly their samples are cut. The reference's one-shot cut,
+     * state after the reference frames (model/codec_decoder.h,
+     * qtts_codec_stream_skip: their samples are not computed; a session
+     * keeps that state for the next request with the same reference), and
+     * exactly their samples are cut. The reference's one-shot cut,
      * int(ref / total * samples) in double, is that or, for about 4% of
      * lengths, one sample fewer, known only from the final length: such a
      * streamed clone lacks the one-shot result's first sample, and every
