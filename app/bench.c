@@ -13,6 +13,9 @@
  *
  *   talker, code predictor, codec decoder   ms per frame (stage timers)
  *   prefill                                  ms (one prompt)
+ *   reference skip                           ms (in-context clones: the codec
+ *                                            decoder brought past the reference
+ *                                            frames, apart from the codec's ms)
  *   time to first audio                      request start -> first on_audio
  *   RTF                                      wall time / audio time, whole request
  *
@@ -439,7 +442,7 @@ static int bench_audio(void *user, const float *pcm, size_t n) {
 }
 
 typedef struct {
-    double talker_ms, cp_ms, codec_ms, prefill_ms, ttfa_s, total_s, audio_s, rtf;
+    double talker_ms, cp_ms, codec_ms, prefill_ms, ref_skip_ms, ttfa_s, total_s, audio_s, rtf;
     int frames, prefill_rows;
     double bw_talker_s, bw_cp_s, fma, int8;  /* probes */
 } run_result;
@@ -471,6 +474,7 @@ static run_result synth_once(qtts_engine *eng, qtts_session *ses, const qtts_req
     r.cp_ms = s.cp_rows ? 1e3 * s.cp_s / (double)s.cp_rows : 0;
     r.codec_ms = s.codec_frames ? 1e3 * s.codec_s / (double)s.codec_frames : 0;
     r.prefill_ms = 1e3 * s.prefill_s;
+    r.ref_skip_ms = 1e3 * s.ref_skip_s;
     r.prefill_rows = (int)s.prefill_rows;
     r.total_s = t_end - a.t_start;
     r.ttfa_s = a.samples ? a.t_first - a.t_start : r.total_s;
@@ -672,6 +676,7 @@ int qtts_cmd_bench(int argc, char **argv) {
 #define MED(field) (field_of(rr, runs, offsetof(run_result, field), v), median(v, runs))
     const double talker_ms = MED(talker_ms), cp_ms = MED(cp_ms), codec_ms = MED(codec_ms);
     const double prefill_ms = MED(prefill_ms), ttfa = MED(ttfa_s), rtf = MED(rtf);
+    const double ref_skip_ms = MED(ref_skip_ms);
     const double audio_s = MED(audio_s), bw_t = MED(bw_talker_s), bw_c = MED(bw_cp_s);
     const double fma = MED(fma), i8 = MED(int8);
 #undef MED
@@ -723,9 +728,9 @@ int qtts_cmd_bench(int argc, char **argv) {
                talker_ms + cp_ms, ft + fc, median(x_tcp, runs));
         printf("\"codec\":{\"ms_per_frame\":%.3f,\"floor_ms\":%.3f,\"x_floor\":%.3f,\"flops\":%.0f}},",
                codec_ms, fd, median(x_codec, runs), 2 * cost.codec_macs);
-        printf("\"prefill_ms\":%.2f,\"prefill_rows\":%.0f,\"ttfa_s\":%.3f,\"rtf\":%.3f,"
-               "\"audio_s\":%.3f,\"peak_rss_mb\":%.1f,\"rss_after_open_mb\":%.1f}\n",
-               prefill_ms, prefill_rows, ttfa, rtf, audio_s, rss_peak_mb, rss_open_mb);
+        printf("\"prefill_ms\":%.2f,\"prefill_rows\":%.0f,\"ref_skip_ms\":%.2f,\"ttfa_s\":%.3f,"
+               "\"rtf\":%.3f,\"audio_s\":%.3f,\"peak_rss_mb\":%.1f,\"rss_after_open_mb\":%.1f}\n",
+               prefill_ms, prefill_rows, ref_skip_ms, ttfa, rtf, audio_s, rss_peak_mb, rss_open_mb);
     } else {
         printf("qwen3-tts bench: %s (%s %s), talker %s, code predictor %s, codec %s, %s backend\n",
                model, kinds[info.kind], info.size, info.quant_talker, info.quant_cp, info.codec,
@@ -752,6 +757,8 @@ int qtts_cmd_bench(int argc, char **argv) {
         printf("%-22s %10.2f %10.2f %8.2f   %.2f GFLOP\n", "codec decoder", codec_ms, fd,
                median(x_codec, runs), 2 * cost.codec_macs / 1e9);
         printf("\n%-22s %10.1f ms (%.0f rows)\n", "prefill", prefill_ms, prefill_rows);
+        if (ref_skip_ms > 0)   /* in-context clone: the decoder brought past the reference */
+            printf("%-22s %10.1f ms\n", "reference skip", ref_skip_ms);
         printf("%-22s %10.3f s\n", "time to first audio", ttfa);
         printf("%-22s %10.3f   (%.2f s of audio per run)\n", "RTF", rtf, audio_s);
         printf("%-22s %10.3f s\n", "open", t_open);

@@ -471,9 +471,8 @@ static qtts_status stream_skip(qtts_session *s, int n, qtts_err *err) {
     const qtts_status st =
         qtts_codec_stream_skip(s->cs, s->frames + (size_t)s->decoded * QTTS_NUM_CODEBOOKS, n, err);
     if (stats) {
-        stats->codec_s += qtts_now() - t0;
-        stats->codec_calls++;
-        stats->codec_frames_run += n;
+        stats->ref_skip_s += qtts_now() - t0;
+        stats->ref_skip_frames += n;
     }
     if (st) return st;
     s->decoded += n;

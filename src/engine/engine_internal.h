@@ -29,6 +29,8 @@ typedef struct {
     int64_t codec_calls;
     int64_t codec_frames;      /* frames of audio delivered by those calls */
     int64_t codec_frames_run;  /* frames run through the decoder (left context included) */
+    double ref_skip_s;         /* in-context clones: skipping the reference frames */
+    int64_t ref_skip_frames;   /*   (qtts_codec_stream_skip), not in codec_s */
 } qtts_engine_stats;
 
 qtts_status qtts_engine_stats_enable(qtts_engine *e, qtts_error *err);

@@ -503,6 +503,22 @@ static void test_cli(void) {
              bin, m, dir, dir, dir, dir);
     rc = run(out, sizeof out, cmd);
     CHECK(rc == 0, "synth --voice differs from --ref-audio: %d %s", rc, out);
+    /* streamed: the same samples, or all but the first (check_streamed_clone
+     * has which); f32 WAVs of 4-byte samples behind the same header, so
+     * their last bytes past any header's 100 agree */
+    snprintf(cmd, sizeof cmd,
+             "%s synth -m %s --voice %s/v.voice --text 'Good day.' --greedy --max-frames 6 -q --f32 "
+             "--stream -o %s/c.wav && a=$(stat -c %%s %s/a.wav) && c=$(stat -c %%s %s/c.wav) && "
+             "test $((a - c)) -ge 0 && test $((a - c)) -le 4 && "
+             "tail -c $((c - 100)) %s/a.wav > %s/a.t && tail -c $((c - 100)) %s/c.wav > %s/c.t && "
+             "cmp %s/a.t %s/c.t",
+             bin, m, dir, dir, dir, dir, dir, dir, dir, dir, dir, dir);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 0, "synth --voice --stream: %d %s", rc, out);
+    /* bench of a clone reports the reference skip apart */
+    snprintf(cmd, sizeof cmd, "%s bench -m %s --voice %s/v.voice -j 1 --runs 1 --frames 4 -q", bin, m, dir);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 0 && strstr(out, "reference skip"), "bench --voice: %d %s", rc, out);
     snprintf(cmd, sizeof cmd, "%s voice create -m %s --ref-audio %s -l german -o %s/x.voice", bin, m,
              a, dir);
     rc = run(out, sizeof out, cmd);
