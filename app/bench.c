@@ -217,7 +217,12 @@ __attribute__((target("avx512f,avx512vnni"))) static double int8_avx512vnni(long
         for (int k = 0; k < 12; k++) acc[k] = _mm512_dpbusd_epi32(acc[k], w, x);
     __m512i s = acc[0];
     for (int k = 1; k < 12; k++) s = _mm512_add_epi32(s, acc[k]);
-    return (double)_mm512_reduce_add_epi32(s);
+    /* the lanes have wrapped; summed as unsigned (_mm512_reduce_add_epi32
+     * adds them as int, an overflow UBSan reports) */
+    uint32_t lanes[16], sum = 0;
+    _mm512_storeu_si512(lanes, s);
+    for (int k = 0; k < 16; k++) sum += lanes[k];
+    return (double)sum;
 }
 
 /* The avxvnni kernels' int8 step (their float work is the avx2 FMA's). */
