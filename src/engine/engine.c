@@ -419,6 +419,26 @@ static qtts_status decode_deliver(qtts_session *s, int start, int end, qtts_err 
     return st ? st : deliver(s, pcm, n, err);
 }
 
+/* Whether the engine's backend decodes through a codec stream (the CPU
+ * backend; the others decode windows). */
+static bool has_stream_decoder(const qtts_engine *e) { return !strcmp(e->backend->ops->name, "cpu"); }
+
+/* The session's stream at frame 0, with runs of at least `run` frames
+ * (kept across requests, regrown when a request needs longer runs). */
+static qtts_status stream_ready(qtts_session *s, int run, qtts_err *err) {
+    if (s->cs && s->cs_max < run) {
+        qtts_codec_stream_free(s->cs);
+        s->cs = NULL;
+    }
+    if (!s->cs) {
+        qtts_status st = qtts_codec_stream_new(s->eng->codec, run, &s->cs, err);
+        if (st) return st;
+        s->cs_max = run;
+    }
+    qtts_codec_stream_reset(s->cs);
+    return QTTS_OK;
+}
+
 /* Streaming: decodes frames [decoded, decoded + n) through the session's
  * stream and delivers their samples (after up to skip_samples cut from the
  * front). */
@@ -500,12 +520,10 @@ static qtts_status stream_push(qtts_session *s, int n, qtts_err *err) {
  * holding the first sample kept, then decodes the rest in windows' worth:
  * the samples of decoding every window, in less work. */
 static qtts_status finish_held_clone(qtts_session *s, qtts_err *err) {
-    qtts_status st = QTTS_OK;
-    if (!s->cs) {
-        if ((st = qtts_codec_stream_new(s->eng->codec, 12, &s->cs, err))) return st;
-        s->cs_max = 12;
-    }
-    qtts_codec_stream_reset(s->cs);
+    /* runs of 12 frames, the size the CLI and the server stream with, so
+     * their sessions reuse the stream they have */
+    qtts_status st = stream_ready(s, 12, err);
+    if (st) return st;
     const size_t up = (size_t)s->eng->codec->upsample;
     st = stream_skip(s, (int)QTTS_MIN(s->skip_samples / up, (size_t)s->n_frames), err);
     while (!st && s->decoded < s->n_frames)
@@ -799,7 +817,7 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         if (st) goto done;
     }
     const bool icl = voice && voice->ref_codes && !req->x_vector_only;
-    const bool stream = req->stream_chunk_frames && !strcmp(e->backend->ops->name, "cpu");
+    const bool stream = req->stream_chunk_frames && has_stream_decoder(e);
     if (icl) {
         st = tokenize_template(e, qtts_prompt_ref_template(voice->ref_text), &ref_ids, &n_ref, err);
         if (st) goto done;
@@ -843,16 +861,7 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
     if (stream) {
         const int n = req->stream_chunk_frames;
         const int first = req->stream_first_frames ? req->stream_first_frames : 1;
-        const int run = QTTS_MAX(n, first);
-        if (s->cs && s->cs_max < run) {
-            qtts_codec_stream_free(s->cs);
-            s->cs = NULL;
-        }
-        if (!s->cs) {
-            if ((st = qtts_codec_stream_new(e->codec, run, &s->cs, err))) goto done;
-            s->cs_max = run;
-        }
-        qtts_codec_stream_reset(s->cs);
+        if ((st = stream_ready(s, QTTS_MAX(n, first), err))) goto done;
         s->stream_n = n;
         s->stream_first = s->stream_next = first;
         if (s->ref_frames) stream_reference(s);
@@ -977,7 +986,7 @@ qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_err *
             const int total = s->n_frames;
             const double n_all = (double)total * s->eng->codec->upsample;
             s->skip_samples = (size_t)((double)s->ref_frames / (double)QTTS_MAX(total, 1) * n_all);
-            if (!strcmp(s->eng->backend->ops->name, "cpu")) st = finish_held_clone(s, err);
+            if (has_stream_decoder(s->eng)) st = finish_held_clone(s, err);
         }
         if (s->stream_n && s->n_frames > s->decoded) st = stream_push(s, s->n_frames - s->decoded, err);
         for (int start = s->decoded; !st && start < s->n_frames; start += QTTS_CODEC_CHUNK) {

@@ -1071,7 +1071,7 @@ qtts_status qtts_codec_stream_skip(qtts_codec_stream *s, const int32_t *codes, i
     const int64_t ctx0 = w0 + QTTS_CODEC_CHUNK - QTTS_CODEC_LEFT_CONTEXT;
     int lead = (int)QTTS_MIN((int64_t)n, ctx0 - f) - d->reach;
     causal_state *cs = &s->st[s->cur];
-    for (; lead > 0; ) {
+    while (lead > 0) {
         const int m = QTTS_MIN(lead, s->s.tmax);
         QTTS_ASSERT(cs->pos <= INT_MAX - m);
         head(d, &s->s, cs, codes, m, NULL);
