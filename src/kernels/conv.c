@@ -15,6 +15,16 @@
  *         tile kernel: 8 x nr outputs += W[8][kc] x xp[tile]   (panel in L1,
  *                                                               weights in L2)
  *
+ * Tables with `direct` tiles (AVX-512) skip the packing for every
+ * full column tile: the tile reads its kc input rows where they lie, from
+ * a table of row pointers (a reduction row is an input row at a tap's
+ * shift, so the panel would only be a copy). Only a partial last tile is
+ * packed (zero columns past n, nothing read past the row). The copies cost
+ * 8% of a codec decode on a Zen 4; reading in place, with kc = 256 instead
+ * of 128, ran the k7 convs 7% faster there (an interleaved A/B). The AVX2
+ * tile, which reads its panel twice (two passes of 4 rows), ran 9% slower
+ * in place, so it keeps its panels.
+ *
  * The task's weight block (groups x 8 x kc), its accumulator tiles (groups
  * x tiles x 8 x nr) and its panels each get about a quarter of the L2, so
  * each weight block is read from memory once per task and each panel feeds
@@ -59,6 +69,7 @@
 /* Largest nr * kc of any table (the fallback's stack panel). */
 #define MAX_PANEL (48 * 256)
 #define MAX_NR 48
+#define MAX_KC 256
 #define PACK_AHEAD 8     /* rows a pack prefetches ahead */
 
 /* ==== scalar table ======================================================== */
@@ -118,7 +129,7 @@ static void tile_ref(const qtts_conv_tile *t) {
     }
 }
 
-const qtts_conv_isa qtts_conv_isa_ref = {"scalar", REF_NR, 256, tile_ref, snake_row_ref, NULL};
+const qtts_conv_isa qtts_conv_isa_ref = {"scalar", REF_NR, 256, tile_ref, snake_row_ref, NULL, false};
 
 /* ==== dispatch ============================================================= */
 
@@ -335,10 +346,18 @@ static void conv_block(const conv_job *j, int g0, int g1, int t0, int t1, float 
     for (int kb = 0; kb < j->nkb; kb++) {
         const int kk0 = kb * kc, kcb = QTTS_MIN(kc, j->K - kk0), kp = (kcb + 1) / 2;
         const bool last = kb == j->nkb - 1;
+        /* direct tiles read the input rows in place; only a partial last
+         * tile still gets a panel (nothing is read past column n) */
+        const bool direct = !j->bf && j->isa->direct;
+        const int tp = direct ? QTTS_MAX(t0, j->n / nr) : t0;
+        const float *rowp[MAX_KC];
+        if (direct)
+            for (int i = 0; i < kcb; i++) rowp[i] = reduction_row(c, j->x, j->ldx, kk0 + i);
         if (j->bf) pack_panels_bf16(j, (uint32_t *)xp, kk0, kcb, t0, t1);
-        else pack_panels(j, xp, kk0, kcb, t0, t1);
+        else if (tp < t1) pack_panels(j, xp, kk0, kcb, tp, t1);
         for (int ti = t0; ti < t1; ti++) {
             const int col = ti * nr, cols = QTTS_MIN(nr, j->n - col);
+            const bool dt = direct && ti < tp;
             for (int g = g0; g < g1; g++) {
                 const int row = g * MR;
                 qtts_conv_tile t = {
@@ -355,7 +374,8 @@ static void conv_block(const conv_job *j, int g0, int g1, int t0, int t1, float 
                     if (gn >= 0) t.w_next = c->wb + ((size_t)gn * K2 + kk0 / 2) * MR;
                 } else {
                     t.w = c->w + ((size_t)g * j->K + kk0) * MR;
-                    t.xp = xp + (size_t)(ti - t0) * kcb * nr;
+                    if (dt) t.xr = rowp, t.xcol = col;
+                    else t.xp = xp + (size_t)(ti - tp) * kcb * nr;
                     if (gn >= 0) t.w_next = c->w + ((size_t)gn * j->K + kk0) * MR;
                 }
                 if (last) {

@@ -146,6 +146,6 @@ static void snake_avx2(float *y, const float *x, float ea_, float ib_, int n) {
 #include "conv_narrow_x86.h"
 
 const qtts_conv_isa qtts_conv_isa_avx2 = {"avx2", NR, 256, tile_avx2, snake_avx2,
-                                          qtts_conv_narrow_x86};
+                                          qtts_conv_narrow_x86, false};
 
 #endif

@@ -4,9 +4,9 @@
  *
  * Tile: all 8 rows x 48 columns at once: 8 x 3 zmm accumulators + 3 panel
  * vectors (27 of 32 registers); a tile needing 32 or 16 columns or fewer
- * runs on 2 or 1 of the vectors. Per panel row: 3 aligned loads and 24
- * FMAs whose weight operand is an embedded {1to16} broadcast from the
- * packed weights, so the loads stay well under the two FMA ports' needs.
+ * runs on 2 or 1 of the vectors. Per panel row: 3 loads (aligned from a
+ * panel, unaligned from the input rows of a direct tile), 8 weight
+ * broadcasts and 24 FMAs, so the loads stay well under the FMA ports' needs.
  * The last partial column group of y is read and written with masks; the
  * final store prefetches the same rows of the next column tile, and every
  * other panel row prefetches a line of the next row group's weights
@@ -31,8 +31,10 @@
  * first frames of a stream give the decoder's early convs 4-32 columns)
  * computes only the vectors that hold them. Each output is the same fma
  * chain whatever NV, so the bits do not depend on it. */
-INLINE void tile_nv(const qtts_conv_tile *t, const int NV) {
+INLINE void tile_nv(const qtts_conv_tile *t, const int NV, const bool DIRECT) {
     const float *w = t->w, *xp = t->xp;
+    const float *const *xr = t->xr;
+    const int xcol = t->xcol;
     const float *acc = t->acc;
     __m512 a[8][3];
 #pragma GCC unroll 8
@@ -47,7 +49,8 @@ INLINE void tile_nv(const qtts_conv_tile *t, const int NV) {
         if (wn && !(k & 1)) __builtin_prefetch(wn + (size_t)k * 32);
         __m512 x[3];
 #pragma GCC unroll 3
-        for (int v = 0; v < NV; v++) x[v] = _mm512_load_ps(xp + 16 * v);
+        for (int v = 0; v < NV; v++)
+            x[v] = DIRECT ? _mm512_loadu_ps(xr[k] + xcol + 16 * v) : _mm512_load_ps(xp + 16 * v);
 #pragma GCC unroll 8
         for (int r = 0; r < 8; r++) {
             const __m512 wr = _mm512_set1_ps(w[r]);
@@ -59,9 +62,10 @@ INLINE void tile_nv(const qtts_conv_tile *t, const int NV) {
 }
 
 static void tile_avx512(const qtts_conv_tile *t) {
-    if (t->cols > 32) tile_nv(t, 3);
-    else if (t->cols > 16) tile_nv(t, 2);
-    else tile_nv(t, 1);
+    if (t->xr) tile_nv(t, 3, true);
+    else if (t->cols > 32) tile_nv(t, 3, false);
+    else if (t->cols > 16) tile_nv(t, 2, false);
+    else tile_nv(t, 1, false);
 }
 
 /* ==== Few columns ======================================================== */
@@ -117,7 +121,7 @@ static void snake_avx512(float *y, const float *x, float ea_, float ib_, int n) 
     }
 }
 
-const qtts_conv_isa qtts_conv_isa_avx512 = {"avx512", NR, 128, tile_avx512, snake_avx512,
-                                            qtts_conv_narrow_x86};
+const qtts_conv_isa qtts_conv_isa_avx512 = {"avx512", NR, 256, tile_avx512, snake_avx512,
+                                            qtts_conv_narrow_x86, true};
 
 #endif

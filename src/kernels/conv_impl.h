@@ -52,6 +52,11 @@
 typedef struct {
     const float *w;      /* [kc][8] packed weights of the group, from kk0 */
     const float *xp;     /* [kc][nr] panel, 64-byte aligned */
+    /* Or, for tables with `direct` and a full tile (cols == nr): no panel;
+     * panel row k is xr[k] + xcol (any alignment), the conv's input row
+     * itself. */
+    const float *const *xr;
+    int xcol;
     /* bf16 tiles instead: kc pairs of reduction rows, [kc][8] weight words
      * and a [kc][nr] panel of words (bf16 of row 2p low, 2p+1 high) */
     const uint32_t *wb, *xb;
@@ -160,6 +165,7 @@ typedef struct {
     /* Row groups g0..g1-1 of a conv on t->cols <= QTTS_CONV_NARROW_MAX
      * columns (above), or NULL: the tiles serve every n. */
     void (*narrow)(const qtts_conv_narrow *t, int g0, int g1);
+    bool direct;         /* the tile reads qtts_conv_tile.xr */
 } qtts_conv_isa;
 
 extern const qtts_conv_isa qtts_conv_isa_ref;

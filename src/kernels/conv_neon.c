@@ -152,6 +152,6 @@ static void snake_neon(float *y, const float *x, float ea_, float ib_, int n) {
 }
 
 const qtts_conv_isa qtts_conv_isa_neon = {"neon", NR, 256, tile_neon, snake_neon,
-                                          narrow_neon};
+                                          narrow_neon, false};
 
 #endif
