@@ -369,8 +369,9 @@ typedef struct {
 
 static double conv_macs(const qtts_conv1d *c) { return (double)c->cout * c->cin * c->taps; }
 
-/* Multiply-adds of the codec decoder per frame (its convolutions and
- * linear layers at the rate each runs; element-wise work left out). */
+/* Multiply-adds of the codec decoder per frame (its convolutions, as they
+ * run, and linear layers at the rate each runs; element-wise work and the
+ * Winograd transforms left out). */
 static double codec_macs(const qtts_codec_decoder *d) {
     double r = 1, t = 2.0 * d->rvq_dim * d->cb_vec + conv_macs(&d->pre_conv);
     t += mat_macs(&d->in_proj) + mat_macs(&d->out_proj);
@@ -391,7 +392,14 @@ static double codec_macs(const qtts_codec_decoder *d) {
         const qtts_codec_block *B = &d->blocks[b];
         t += conv_macs(&B->tconv) * r;
         r *= B->stride;
-        for (int k = 0; k < 3; k++) t += (conv_macs(&B->res[k].conv1) + conv_macs(&B->res[k].conv2)) * r;
+        for (int k = 0; k < 3; k++) {
+            /* the k7 conv as it runs: Winograd F(2,7) does 8 products per
+             * pair of a frame's columns, 7 per unpaired column */
+            const qtts_conv_wino *w = &B->res[k].wino1;
+            t += w->frame ? (double)w->cout * w->cin * (8.0 * w->npairs + 7.0 * w->nleft)
+                          : conv_macs(&B->res[k].conv1) * r;
+            t += conv_macs(&B->res[k].conv2) * r;
+        }
     }
     t += conv_macs(&d->dec_out) * r;
     return t;

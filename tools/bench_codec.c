@@ -158,7 +158,15 @@ static double conv_macs(const qtts_conv1d *c, double n) {
     return (double)c->cout * c->cin * c->taps * n;
 }
 
-/* Multiply-adds of the convolutions of a T-frame window. */
+/* A residual unit's k7 conv over T frames: as run (Winograd F(2,7): 8
+ * products per pair of columns, 7 per unpaired one), or direct. */
+static double conv1_macs(const qtts_codec_resunit *R, double n, int T) {
+    const qtts_conv_wino *w = &R->wino1;
+    if (!w->frame) return conv_macs(&R->conv1, n);
+    return (double)w->cout * w->cin * (8.0 * w->npairs + 7.0 * w->nleft) * T;
+}
+
+/* Multiply-adds of the convolutions of a T-frame window, as they run. */
 static double decoder_macs(const qtts_codec_decoder *d, int T) {
     double n = T, m = conv_macs(&d->pre_conv, n);
     for (int i = 0; i < d->n_ups; i++) {
@@ -172,7 +180,7 @@ static double decoder_macs(const qtts_codec_decoder *d, int T) {
         m += conv_macs(&B->tconv, n);
         n *= B->stride;
         for (int r = 0; r < 3; r++)
-            m += conv_macs(&B->res[r].conv1, n) + conv_macs(&B->res[r].conv2, n);
+            m += conv1_macs(&B->res[r], n, T) + conv_macs(&B->res[r].conv2, n);
     }
     return m + conv_macs(&d->dec_out, n);
 }
@@ -449,7 +457,8 @@ int main(int argc, char **argv) {
     printf("codec decoder %s: latent %d, decoder_dim %d, %d samples/frame; conv kernels %s%s\n",
            model, d->latent, d->dec_dim, d->upsample, qtts_conv_isa_name(),
            bf16 ? " (convs bf16)" : "");
-    printf("conv work: %.2f GFLOP per frame (%.1f GFLOP per s of audio)\n",
+    printf("conv work, as run (Winograd F(2,7) for the residual units' k7 convs%s): %.2f GFLOP "
+           "per frame (%.1f GFLOP per s of audio)\n", d->blocks[0].res[0].wino1.frame ? "" : ": off",
            2 * decoder_macs(d, frames) / frames / 1e9, 2 * decoder_macs(d, frames) / frames * 12.5 / 1e9);
     for (int ti = 0; ti < n_threads; ti++) {
         const int nt = qtts_threads_init(threads[ti]);

@@ -220,7 +220,23 @@ struct qtts_conv_ws {
     _Atomic uint64_t busy;            /* bit s: slot s is held by a running task */
     float *buf[QTTS_MAX_THREADS];
     size_t cap[QTTS_MAX_THREADS];     /* floats */
+    float *scratch;                   /* qtts_conv_ws_scratch */
+    size_t scratch_cap;
 };
+
+bool qtts_conv_wino_reserve(qtts_conv_ws *ws, size_t floats) {
+    return !floats || qtts_conv_ws_scratch(ws, floats) != NULL;
+}
+
+float *qtts_conv_ws_scratch(qtts_conv_ws *ws, size_t floats) {
+    if (!ws) return NULL;
+    if (ws->scratch_cap < floats) {
+        qtts_free(ws->scratch);
+        ws->scratch = qtts_aligned_alloc(sizeof(float) * floats);
+        ws->scratch_cap = ws->scratch ? floats : 0;
+    }
+    return ws->scratch;
+}
 
 qtts_conv_ws *qtts_conv_ws_new(void) {
     qtts_conv_ws *ws = qtts_calloc(1, sizeof(*ws));
@@ -231,6 +247,7 @@ qtts_conv_ws *qtts_conv_ws_new(void) {
 void qtts_conv_ws_free(qtts_conv_ws *ws) {
     if (!ws) return;
     for (int i = 0; i < QTTS_MAX_THREADS; i++) qtts_free(ws->buf[i]);
+    qtts_free(ws->scratch);
     qtts_free(ws);
 }
 

@@ -208,6 +208,11 @@ void qtts_conv1d_run_isa(const qtts_conv_isa *isa, const qtts_conv1d *c, float *
 void qtts_snake_run_isa(const qtts_conv_isa *isa, float *y, size_t ldy, const float *x,
                         size_t ldx, const float *ea, const float *ib, int channels, int n);
 
+/* A buffer of at least `floats` (64-byte aligned) owned by ws, apart from
+ * the per-task slots, for a caller that runs convs between its own passes
+ * (conv_wino.c); valid until the next call. NULL on allocation failure. */
+float *qtts_conv_ws_scratch(qtts_conv_ws *ws, size_t floats);
+
 /* The definition of the SnakeBeta order above, one element. */
 float qtts_snake_ref(float x, float ea, float ib);
 

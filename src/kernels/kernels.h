@@ -263,6 +263,40 @@ const char *qtts_conv_isa_name(void);
  * bf16); qtts_conv1d_run then takes the bf16 path for it. */
 bool qtts_conv_bf16_usable(void);
 bool qtts_conv1d_to_bf16(qtts_conv1d *c);
+
+/* Winograd form of a 7-tap conv (conv_wino.c): F(2,7), two outputs from
+ * eight products per input channel instead of fourteen (0.57x the
+ * multiply-adds of the blocked conv for the paired outputs). Outputs pair
+ * up within frames of `frame` columns, the same way in every frame, so a
+ * call must cover whole frames (column 0 a frame's first); outputs that
+ * pair with nothing in their frame are computed exactly as
+ * qtts_conv1d_run computes them. The bits depend on neither the instruction
+ * set nor the thread count nor how many frames a call covers; they are not
+ * qtts_conv1d_run's (the rounding of the transforms, about that of the
+ * direct sum). Transformed weights: 8/7 of the conv's. */
+typedef struct {
+    int cout, cin, dil, frame;
+    qtts_conv1d pt[8];            /* point i: [cout, cin] 1-tap conv, no bias */
+    int npairs;                   /* pairs per frame */
+    int *left;                    /* [nleft] a frame's unpaired columns */
+    int nleft;
+} qtts_conv_wino;
+
+/* From a packed fp32 7-tap conv c (which must outlive w: its weights serve
+ * the unpaired columns, its bias every column); false (w empty) for other
+ * convs or on allocation failure. */
+bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame);
+void qtts_conv_wino_free(qtts_conv_wino *w);   /* NULL-safe, idempotent */
+/* qtts_conv1d_run(c, ..., accumulate = false) by the Winograd form; false,
+ * with nothing written, when n is not a whole number of frames or the
+ * workspace cannot grow (the caller then runs qtts_conv1d_run). */
+bool qtts_conv_wino_run(const qtts_conv_wino *w, const qtts_conv1d *c, float *y, size_t ldy,
+                        const float *x, size_t ldx, int n, qtts_conv_ws *ws);
+/* Floats of workspace scratch a run over up to `frames` frames takes;
+ * qtts_conv_wino_reserve grows ws to that ahead (false on allocation
+ * failure), so that such runs never allocate. */
+size_t qtts_conv_wino_scratch(const qtts_conv_wino *w, int frames);
+bool qtts_conv_wino_reserve(qtts_conv_ws *ws, size_t floats);
 /* ==== end of 1-D convolution kernels ===================================== */
 
 #endif

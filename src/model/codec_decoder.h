@@ -67,6 +67,9 @@ typedef struct {
     int dil;
     float *ea1, *ib1, *ea2, *ib2;   /* SnakeBeta act1/act2 [C] */
     qtts_conv1d conv1, conv2;       /* [C, C, 7] dilated, [C, C, 1] */
+    /* conv1 as Winograd F(2,7) (kernels.h), pairing within each frame's
+     * columns; empty (frame 0) for the bf16 codec */
+    qtts_conv_wino wino1;
 } qtts_codec_resunit;
 
 typedef struct {
