@@ -18,14 +18,18 @@
  * which is the reference's left padding); after the conv reads them, the
  * row's last P columns become the state's history. The transformer's state
  * is its keys and values for the last window-1 positions. Every op is
- * causal and computes each column the same way for any T (kernels.h), so
- * runs of any size through one state give the bits of one run over all
- * frames: qtts_codec_stream (codec_decoder.h) is built on this, and so is
+ * causal and computes each column the same way for any T (kernels.h; the
+ * Winograd convs the same way for any number of whole frames), so runs of
+ * any size through one state give the bits of one run over all frames:
+ * qtts_codec_stream (codec_decoder.h) is built on this, and so is
  * qtts_codec_decode, which streams each reference window in runs of
  * QTTS_CODEC_STREAM_FRAMES.
  *
  * Convolutions run on qtts_conv1d_run (kernels.h: blocked AVX-512/AVX2
- * GEMM over the thread pool), SnakeBeta on qtts_snake_run (vectorised
+ * GEMM over the thread pool), the residual units' 7-tap convs on its
+ * Winograd F(2,7) form (qtts_conv_wino_run: 8 products per pair of
+ * columns instead of 14, pairs fixed within each frame; not with the bf16
+ * codec), SnakeBeta on qtts_snake_run (vectorised
  * sine, precomputed exp(alpha) and 1/(exp(beta)+eps) from load time); both
  * give the same bits at every thread count.
  * Largest stage buffer (full size): [96, 1920T + 54] floats ~ 0.74 MB per

@@ -23,7 +23,8 @@
  *                   4096->1024, gamma, + input                             [1024, 2^(i+1) T]
  *   decoder.0       causal conv k7                                         [1536, 4T]
  *   decoder.1..4    SnakeBeta, ConvTranspose k2r s r (trimmed to n*r), 3
- *                   residual units (dilation 1,3,9), r = 8,5,4,3;
+ *                   residual units (dilation 1,3,9; their k7 convs run as
+ *                   Winograd F(2,7), kernels.h), r = 8,5,4,3;
  *                   channels 1536 -> 768 -> 384 -> 192 -> 96               [96, 1920T]
  *   decoder.5       SnakeBeta                                              [96, 1920T]
  *   decoder.6       causal conv k7 96->1                                   [1, 1920T]
