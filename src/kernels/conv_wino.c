@@ -79,12 +79,15 @@ void qtts_conv_wino_free(qtts_conv_wino *w) {
     memset(w, 0, sizeof(*w));
 }
 
+bool qtts_conv_wino_applies(const qtts_conv1d *c, int frame) {
+    return c->w && c->taps == TAPS && c->dil >= 1 && frame >= 1 && frame <= MAX_FRAME;
+}
+
 bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     memset(w, 0, sizeof(*w));
-    if (!c->w || c->taps != TAPS || c->dil < 1 || frame < 1) return false;
+    if (!qtts_conv_wino_applies(c, frame)) return false;
     const int cout = c->cout, cin = c->cin, d = c->dil, K = TAPS * cin;
     *w = (qtts_conv_wino){.cout = cout, .cin = cin, .dil = d, .frame = frame};
-    if (frame > MAX_FRAME) return false;
     w->left = qtts_malloc(sizeof(int) * (size_t)QTTS_MIN(d, frame));
     float *wi = qtts_malloc(sizeof(float) * (size_t)cout * cin);
     bool ok = w->left && wi;

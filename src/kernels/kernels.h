@@ -282,14 +282,16 @@ typedef struct {
     int nleft;
 } qtts_conv_wino;
 
-/* From a packed fp32 7-tap conv c (which must outlive w: its weights serve
- * the unpaired columns, its bias every column); false (w empty) for other
- * convs or on allocation failure. */
+/* Whether c has the form: fp32 weights, 7 taps, a frame of 1-4096 columns. */
+bool qtts_conv_wino_applies(const qtts_conv1d *c, int frame);
+/* From such a conv c (which must outlive w: its weights serve the unpaired
+ * columns, its bias every column); false (w empty) for other convs or on
+ * allocation failure. */
 bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame);
 void qtts_conv_wino_free(qtts_conv_wino *w);   /* NULL-safe, idempotent */
 /* qtts_conv1d_run(c, ..., accumulate = false) by the Winograd form; false,
- * with nothing written, when n is not a whole number of frames or the
- * workspace cannot grow (the caller then runs qtts_conv1d_run). */
+ * with nothing written, when n is not a whole number of frames, ws is NULL
+ * or its scratch cannot grow (the caller then runs qtts_conv1d_run). */
 bool qtts_conv_wino_run(const qtts_conv_wino *w, const qtts_conv1d *c, float *y, size_t ldy,
                         const float *x, size_t ldx, int n, qtts_conv_ws *ws);
 /* Floats of workspace scratch a run over up to `frames` frames takes;

@@ -429,7 +429,9 @@ static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
         frame *= d->rates[b];
         for (int r = 0; r < 3; r++) {
             qtts_codec_resunit *R = &d->blocks[b].res[r];
-            if (!qtts_conv_wino_init(&R->wino1, &R->conv1, frame)) return nomem(err, "winograd");
+            if (qtts_conv_wino_applies(&R->conv1, frame) &&
+                !qtts_conv_wino_init(&R->wino1, &R->conv1, frame))
+                return nomem(err, "winograd weights");
         }
     }
     return QTTS_OK;

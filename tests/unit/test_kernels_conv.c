@@ -391,8 +391,16 @@ static void test_conv_wino(void) {
     conv_data d3;
     REQUIRE(conv_data_new(&d3, &k3, &s2), "init");
     qtts_conv_wino w3;
-    CHECK(!qtts_conv_wino_init(&w3, &d3.c, 16), "3 taps accepted");
-    CHECK(!qtts_conv_wino_init(&w3, &d3.c, 0), "frame 0 accepted");
+    CHECK(!qtts_conv_wino_applies(&d3.c, 16) && !qtts_conv_wino_init(&w3, &d3.c, 16),
+          "3 taps accepted");
+    CHECK(w3.frame == 0 && w3.left == NULL, "a refused init leaves w empty");
+    conv_data_free(&d3);
+    const conv_case k7 = {8, 8, 7, 1, 16, true, false};
+    REQUIRE(conv_data_new(&d3, &k7, &s2), "init");
+    CHECK(qtts_conv_wino_applies(&d3.c, 4096) && !qtts_conv_wino_applies(&d3.c, 4097) &&
+              !qtts_conv_wino_applies(&d3.c, 0),
+          "frame limits");
+    CHECK(!qtts_conv_wino_init(&w3, &d3.c, 4097) && w3.frame == 0, "frame 4097 accepted");
     conv_data_free(&d3);
     qtts_conv_ws_free(ws);
 }
