@@ -172,8 +172,17 @@ typedef float vf __attribute__((vector_size(VW * sizeof(float)), aligned(4)));
         Y1 = ((s12 + 2.0f * s34) + (0.5f * s56 + m7)) + b;                             \
     } while (0)
 
+/* On x86-64 the two loops below are built for AVX-512, AVX2 and the
+ * baseline and picked at load (ifunc): the same operations on wider
+ * registers, so the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#define WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WIDE
+#endif
+
 /* u_i[j] for the np pairs of one class sequence (ze, zo as above) */
-static void in_seq(const float *ze, const float *zo, float *const u[NPT], int np) {
+WIDE static void in_seq(const float *ze, const float *zo, float *const u[NPT], int np) {
     int j = 0;
 #define UV(i, J, v) (*(vf *)(u[i] + (J)) = (v))
     for (; j + VW <= np; j += VW) {
@@ -194,7 +203,7 @@ static void in_seq(const float *ze, const float *zo, float *const u[NPT], int np
 }
 
 /* y0[j], y1[j] (outputs m = 2j, 2j + 1) of np pairs from m_i */
-static void out_seq(float *y0, float *y1, const float *const m[NPT], float b, int np) {
+WIDE static void out_seq(float *y0, float *y1, const float *const m[NPT], float b, int np) {
     int j = 0;
     for (; j + VW <= np; j += VW) {
 #define L(i) (*(const vf *)(m[i] + j))
