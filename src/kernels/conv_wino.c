@@ -61,16 +61,12 @@
 static int class_len(const qtts_conv_wino *w, int r) { return (w->frame - r + w->dil - 1) / w->dil; }
 
 /* G (8 x 7) as numerator / denominator, see above. */
-static double g_coef(int i, int k) {
-    static const double num[NPT][TAPS] = {
-        {1, 0, 0, 0, 0, 0, 0},        {1, 1, 1, 1, 1, 1, 1},
-        {1, -1, 1, -1, 1, -1, 1},     {1, 2, 4, 8, 16, 32, 64},
-        {1, -2, 4, -8, 16, -32, 64},  {64, 32, 16, 8, 4, 2, 1},
-        {64, -32, 16, -8, 4, -2, 1},  {0, 0, 0, 0, 0, 0, 1},
-    };
-    static const double den[NPT] = {4, 18, 18, 360, 360, 180, 180, 4};
-    return num[i][k] / den[i];
-}
+static const double G_NUM[NPT][TAPS] = {
+    {1, 0, 0, 0, 0, 0, 0},       {1, 1, 1, 1, 1, 1, 1},       {1, -1, 1, -1, 1, -1, 1},
+    {1, 2, 4, 8, 16, 32, 64},    {1, -2, 4, -8, 16, -32, 64}, {64, 32, 16, 8, 4, 2, 1},
+    {64, -32, 16, -8, 4, -2, 1}, {0, 0, 0, 0, 0, 0, 1},
+};
+static const double G_DEN[NPT] = {4, 18, 18, 360, 360, 180, 180, 4};
 
 void qtts_conv_wino_free(qtts_conv_wino *w) {
     if (!w) return;
@@ -89,7 +85,8 @@ bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     const int cout = c->cout, cin = c->cin, d = c->dil, K = TAPS * cin;
     *w = (qtts_conv_wino){.cout = cout, .cin = cin, .dil = d, .frame = frame};
     w->left = qtts_malloc(sizeof(int) * (size_t)QTTS_MIN(d, frame));
-    float *wi = qtts_malloc(sizeof(float) * (size_t)cout * cin);
+    const size_t per = (size_t)cout * cin;
+    float *wi = qtts_malloc(sizeof(float) * per * NPT);   /* [8][cout][cin] */
     bool ok = w->left && wi;
     if (ok) {
         /* each residue class pairs up in order; an odd one leaves its last */
@@ -98,20 +95,24 @@ bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
             w->npairs += len / 2;
             if (len % 2) w->left[w->nleft++] = r + (len - 1) * d;
         }
-        /* W_i[co][ci] = sum_k G[i][k] w[co][ci][k]; c->w is packed
-         * [cout/8][k * cin + ci][8] */
-        for (int i = 0; i < NPT && ok; i++) {
-            for (int co = 0; co < cout; co++)
-                for (int ci = 0; ci < cin; ci++) {
+        /* W_i[co][ci] = sum_k G[i][k] w[co][ci][k] in double, rounded once;
+         * c->w is packed [cout/8][k * cin + ci][8] */
+        for (int co = 0; co < cout; co++) {
+            const float *wg = c->w + (size_t)(co / QTTS_CONV_MR) * K * QTTS_CONV_MR +
+                              co % QTTS_CONV_MR;
+            for (int ci = 0; ci < cin; ci++) {
+                double g[TAPS];
+                for (int k = 0; k < TAPS; k++)
+                    g[k] = wg[((size_t)k * cin + ci) * QTTS_CONV_MR];
+                for (int i = 0; i < NPT; i++) {
                     double s = 0;
-                    for (int k = 0; k < TAPS; k++)
-                        s += g_coef(i, k) * c->w[((size_t)(co / QTTS_CONV_MR) * K +
-                                                  (size_t)k * cin + ci) * QTTS_CONV_MR +
-                                                 co % QTTS_CONV_MR];
-                    wi[(size_t)co * cin + ci] = (float)s;
+                    for (int k = 0; k < TAPS; k++) s += G_NUM[i][k] * g[k];
+                    wi[per * i + (size_t)co * cin + ci] = (float)(s / G_DEN[i]);
                 }
-            ok = qtts_conv1d_init(&w->pt[i], wi, NULL, cout, cin, 1, 1);
+            }
         }
+        for (int i = 0; i < NPT && ok; i++)
+            ok = qtts_conv1d_init(&w->pt[i], wi + per * i, NULL, cout, cin, 1, 1);
     }
     qtts_free(wi);
     if (!ok) qtts_conv_wino_free(w);
