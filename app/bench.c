@@ -394,9 +394,9 @@ static double codec_macs(const qtts_codec_decoder *d) {
         r *= B->stride;
         for (int k = 0; k < 3; k++) {
             /* the k7 conv as it runs: Winograd F(2,7) does 8 products per
-             * pair of a frame's columns, 7 per unpaired column */
+             * pair of a frame's columns */
             const qtts_conv_wino *w = &B->res[k].wino1;
-            t += w->frame ? (double)w->cout * w->cin * (8.0 * w->npairs + 7.0 * w->nleft)
+            t += w->frame ? (double)w->cout * w->cin * 8.0 * w->npairs
                           : conv_macs(&B->res[k].conv1) * r;
             t += conv_macs(&B->res[k].conv2) * r;
         }

@@ -159,11 +159,11 @@ static double conv_macs(const qtts_conv1d *c, double n) {
 }
 
 /* A residual unit's k7 conv over T frames: as run (Winograd F(2,7): 8
- * products per pair of columns, 7 per unpaired one), or direct. */
+ * products per pair of columns), or direct. */
 static double conv1_macs(const qtts_codec_resunit *R, double n, int T) {
     const qtts_conv_wino *w = &R->wino1;
     if (!w->frame) return conv_macs(&R->conv1, n);
-    return (double)w->cout * w->cin * (8.0 * w->npairs + 7.0 * w->nleft) * T;
+    return (double)w->cout * w->cin * 8.0 * w->npairs * T;
 }
 
 /* Multiply-adds of the convolutions of a T-frame window, as they run. */

@@ -36,12 +36,13 @@
  * Which outputs pair up is fixed per frame, never per call: the caller runs
  * whole frames of `frame` columns (the codec decoder pushes whole frames),
  * and within a frame the positions of each residue class mod d pair up in
- * order, (r, r + d), (r + 2d, r + 3d), ...; the last of a class with an odd
- * count is a leftover, computed as the direct conv computes it (its
- * im2col column through the conv's own packed weights: the same chain, the
- * same bits). So an output's bits depend only on its position in its
- * frame: a stream pushing frames one at a time gets what one call over all
- * of them gets.
+ * order, (r, r + d), (r + 2d, r + 3d), ...; a class with an odd count gets
+ * one more pair over its last two positions, whose second output is kept
+ * (the first was computed by the pair before). So an output's bits depend
+ * only on its position in its frame: a stream pushing frames one at a time
+ * gets what one call over all of them gets. Every class needs two
+ * positions (frame >= 2d): the pairs read no further left than the direct
+ * conv does.
  *
  * Error: F(2,7) on these points adds about as much rounding as the direct
  * sum has (about 2x its error on random data, tests/unit/test_kernels_conv).
@@ -56,8 +57,8 @@
 #define TAPS 7
 #define MAX_FRAME 4096   /* longest frame (stack scratch per class sequence) */
 
-/* Positions of residue class r (mod d) in a frame: ceil((frame - r) / d);
- * they pair up in order, an odd last one is left over. */
+/* Positions of residue class r (mod d) in a frame: ceil((frame - r) / d),
+ * in pairs (2j, 2j + 1), and for an odd count one more over its last two. */
 static int class_len(const qtts_conv_wino *w, int r) { return (w->frame - r + w->dil - 1) / w->dil; }
 
 /* G (8 x 7) as numerator / denominator, see above. */
@@ -71,12 +72,12 @@ static const double G_DEN[NPT] = {4, 18, 18, 360, 360, 180, 180, 4};
 void qtts_conv_wino_free(qtts_conv_wino *w) {
     if (!w) return;
     for (int i = 0; i < NPT; i++) qtts_conv1d_free(&w->pt[i]);
-    qtts_free(w->left);
     memset(w, 0, sizeof(*w));
 }
 
 bool qtts_conv_wino_applies(const qtts_conv1d *c, int frame) {
-    return c->w && c->taps == TAPS && c->dil >= 1 && frame >= 1 && frame <= MAX_FRAME;
+    return c->w && c->taps == TAPS && c->dil >= 1 && c->dil <= MAX_FRAME / 2 &&
+           frame >= 2 * c->dil && frame <= MAX_FRAME;
 }
 
 bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
@@ -84,17 +85,11 @@ bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     if (!qtts_conv_wino_applies(c, frame)) return false;
     const int cout = c->cout, cin = c->cin, d = c->dil, K = TAPS * cin;
     *w = (qtts_conv_wino){.cout = cout, .cin = cin, .dil = d, .frame = frame};
-    w->left = qtts_malloc(sizeof(int) * (size_t)QTTS_MIN(d, frame));
     const size_t per = (size_t)cout * cin;
     float *wi = qtts_malloc(sizeof(float) * per * NPT);   /* [8][cout][cin] */
-    bool ok = w->left && wi;
+    bool ok = wi != NULL;
     if (ok) {
-        /* each residue class pairs up in order; an odd one leaves its last */
-        for (int r = 0; r < QTTS_MIN(d, frame); r++) {
-            const int len = class_len(w, r);
-            w->npairs += len / 2;
-            if (len % 2) w->left[w->nleft++] = r + (len - 1) * d;
-        }
+        for (int r = 0; r < d; r++) w->npairs += (class_len(w, r) + 1) / 2;
         /* W_i[co][ci] = sum_k G[i][k] w[co][ci][k] in double, rounded once;
          * c->w is packed [cout/8][k * cin + ci][8] */
         for (int co = 0; co < cout; co++) {
@@ -131,8 +126,6 @@ typedef struct {
     int f0, nf;            /* frames of this chunk (f0 relative to x, y) */
     float *u, *m;          /* [8][cin][q], [8][cout][q] */
     int q;                 /* pairs in the chunk */
-    float *lx, *ly;        /* leftovers: [7 cin][nl], [cout][nl] */
-    int nl;
     int per;               /* channels per task */
 } wino_job;
 
@@ -220,7 +213,7 @@ WIDE static void out_seq(float *y0, float *y1, const float *const m[NPT], float 
                                m[6][j], m[7][j], b, y0[j], y1[j]);
 }
 
-/* Input transform and leftover im2col of channels [task*per, ...). */
+/* Input transform of channels [task*per, ...). */
 static void in_task(void *ctx, int task) {
     const wino_job *j = ctx;
     const qtts_conv_wino *w = j->w;
@@ -232,8 +225,8 @@ static void in_task(void *ctx, int task) {
         for (int i = 0; i < NPT; i++) u[i] = j->u + ((size_t)i * w->cin + ci) * j->q;
         for (int f = 0; f < j->nf; f++) {
             const float *xf = xr + (size_t)(j->f0 + f) * w->frame;
-            for (int r = 0; r < QTTS_MIN(d, w->frame); r++) {
-                const int np = class_len(w, r) / 2;
+            for (int r = 0; r < d; r++) {
+                const int len = class_len(w, r), np = len / 2;
                 const float *z = xf + r;
                 for (int m = 0; m < np + 3; m++) {
                     ze[m] = z[(ptrdiff_t)(2 * m - 6) * d];
@@ -241,17 +234,21 @@ static void in_task(void *ctx, int task) {
                 }
                 in_seq(ze, zo, u, np);
                 for (int i = 0; i < NPT; i++) u[i] += np;
+                if (len % 2) {   /* the pair over the last two: s_k = z[len - 8 + k] */
+                    float e4[4], o4[4];
+                    for (int a = 0; a < 4; a++) {
+                        e4[a] = z[(ptrdiff_t)(len - 8 + 2 * a) * d];
+                        o4[a] = z[(ptrdiff_t)(len - 7 + 2 * a) * d];
+                    }
+                    in_seq(e4, o4, u, 1);
+                    for (int i = 0; i < NPT; i++) u[i] += 1;
+                }
             }
-            /* leftovers: row k * cin + ci of the im2col is x[t + (k - 6) d] */
-            for (int l = 0; l < w->nleft; l++)
-                for (int k = 0; k < TAPS; k++)
-                    j->lx[((size_t)k * w->cin + ci) * j->nl + (size_t)f * w->nleft + l] =
-                        xf[w->left[l] + (k - 6) * d];
         }
     }
 }
 
-/* Output transform and leftover scatter of rows [task*per, ...). */
+/* Output transform of rows [task*per, ...). */
 static void out_task(void *ctx, int task) {
     const wino_job *j = ctx;
     const qtts_conv_wino *w = j->w;
@@ -264,18 +261,17 @@ static void out_task(void *ctx, int task) {
         for (int i = 0; i < NPT; i++) m[i] = j->m + ((size_t)i * w->cout + co) * j->q;
         for (int f = 0; f < j->nf; f++) {
             float *yf = yr + (size_t)(j->f0 + f) * w->frame;
-            for (int r = 0; r < QTTS_MIN(d, w->frame); r++) {
-                const int np = class_len(w, r) / 2;
+            for (int r = 0; r < d; r++) {
+                const int len = class_len(w, r), np = (len + 1) / 2;
                 out_seq(y0, y1, m, b, np);
                 float *z = yf + r;
-                for (int p = 0; p < np; p++) {
+                for (int p = 0; p < len / 2; p++) {
                     z[(ptrdiff_t)(2 * p) * d] = y0[p];
                     z[(ptrdiff_t)(2 * p + 1) * d] = y1[p];
                 }
+                if (len % 2) z[(ptrdiff_t)(len - 1) * d] = y1[np - 1];   /* its second output */
                 for (int i = 0; i < NPT; i++) m[i] += np;
             }
-            for (int l = 0; l < w->nleft; l++)
-                yf[w->left[l]] = j->ly[(size_t)co * j->nl + (size_t)f * w->nleft + l];
         }
     }
 }
@@ -289,7 +285,7 @@ static void run_tasks(int items, int per_min, qtts_task_fn fn, wino_job *j) {
         for (int t = 0; t < tasks; t++) fn(j, t);
 }
 
-/* Bytes of scratch per chunk (the U and M blocks and the leftovers) aimed
+/* Bytes of scratch per chunk (the U and M blocks) aimed
  * at: a few MB, so that a chunk's transformed inputs are still in the
  * caches when its GEMMs read them. 2, 6 and 12 MB measured alike for
  * 96-384 channels; 768 channels (18.9 MB of weights, read again by every
@@ -299,7 +295,7 @@ static void run_tasks(int items, int per_min, qtts_task_fn fn, wino_job *j) {
 
 /* Scratch floats per frame of a chunk, and frames per chunk. */
 static size_t frame_floats(const qtts_conv_wino *w) {
-    return (size_t)NPT * (w->cin + w->cout) * w->npairs + (size_t)(TAPS * w->cin + w->cout) * w->nleft;
+    return (size_t)NPT * (w->cin + w->cout) * w->npairs;
 }
 
 static int chunk_frames(const qtts_conv_wino *w, int frames) {
@@ -319,23 +315,16 @@ bool qtts_conv_wino_run(const qtts_conv_wino *w, const qtts_conv1d *c, float *y,
     const int fc = chunk_frames(w, frames);
     float *buf = qtts_conv_ws_scratch(ws, qtts_conv_wino_scratch(w, frames));
     if (!buf) return false;
-    /* the leftovers as a 1-tap conv over the im2col rows: the direct conv's
-     * packed weights and order */
-    const qtts_conv1d lc = {.cout = cout, .cin = TAPS * cin, .taps = 1, .dil = 1, .w = c->w,
-                            .bias = c->bias};
     for (int f0 = 0; f0 < frames; f0 += fc) {
         const int nf = QTTS_MIN(fc, frames - f0);
         wino_job j = {.w = w, .c = c, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .f0 = f0, .nf = nf,
-                      .q = nf * w->npairs, .nl = nf * w->nleft};
+                      .q = nf * w->npairs};
         j.u = buf;
         j.m = j.u + (size_t)NPT * cin * j.q;
-        j.lx = j.m + (size_t)NPT * cout * j.q;
-        j.ly = j.lx + (size_t)TAPS * cin * j.nl;
         run_tasks(cin, 4, in_task, &j);
-        for (int i = 0; i < NPT && j.q; i++)
+        for (int i = 0; i < NPT; i++)
             qtts_conv1d_run(&w->pt[i], j.m + (size_t)i * cout * j.q, (size_t)j.q,
                             j.u + (size_t)i * cin * j.q, (size_t)j.q, j.q, false, ws);
-        if (j.nl) qtts_conv1d_run(&lc, j.ly, (size_t)j.nl, j.lx, (size_t)j.nl, j.nl, false, ws);
         run_tasks(cout, 4, out_task, &j);
     }
     return true;

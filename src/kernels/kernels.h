@@ -266,27 +266,25 @@ bool qtts_conv1d_to_bf16(qtts_conv1d *c);
 
 /* Winograd form of a 7-tap conv (conv_wino.c): F(2,7), two outputs from
  * eight products per input channel instead of fourteen (0.57x the
- * multiply-adds of the blocked conv for the paired outputs). Outputs pair
- * up within frames of `frame` columns, the same way in every frame, so a
- * call must cover whole frames (column 0 a frame's first); outputs that
- * pair with nothing in their frame are computed exactly as
- * qtts_conv1d_run computes them. The bits depend on neither the instruction
- * set nor the thread count nor how many frames a call covers; they are not
- * qtts_conv1d_run's (the rounding of the transforms, about that of the
- * direct sum). Transformed weights: 8/7 of the conv's. */
+ * multiply-adds of the blocked conv; a little more where a frame's
+ * residue classes mod the dilation have odd lengths). Outputs pair up
+ * within frames of `frame` columns, the same way in every frame, so a call
+ * must cover whole frames (column 0 a frame's first). The bits depend on
+ * neither the instruction set nor the thread count nor how many frames a
+ * call covers; they are not qtts_conv1d_run's (the rounding of the
+ * transforms, about twice that of the direct sum). Transformed weights:
+ * 8/7 of the conv's. */
 typedef struct {
     int cout, cin, dil, frame;
     qtts_conv1d pt[8];            /* point i: [cout, cin] 1-tap conv, no bias */
     int npairs;                   /* pairs per frame */
-    int *left;                    /* [nleft] a frame's unpaired columns */
-    int nleft;
 } qtts_conv_wino;
 
-/* Whether c has the form: fp32 weights, 7 taps, a frame of 1-4096 columns. */
+/* Whether c has the form: fp32 weights, 7 taps, a frame of 2 dil to 4096
+ * columns. */
 bool qtts_conv_wino_applies(const qtts_conv1d *c, int frame);
-/* From such a conv c (which must outlive w: its weights serve the unpaired
- * columns, its bias every column); false (w empty) for other convs or on
- * allocation failure. */
+/* From such a conv c (which must outlive w: its bias serves every column);
+ * false (w empty) for other convs or on allocation failure. */
 bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame);
 void qtts_conv_wino_free(qtts_conv_wino *w);   /* NULL-safe, idempotent */
 /* qtts_conv1d_run(c, ..., accumulate = false) by the Winograd form; false,
