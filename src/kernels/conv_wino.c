@@ -11,8 +11,8 @@
  *     m_i = W_i u_i  (i = 0..7)         eight [cout, cin] GEMMs over the pairs
  *     y = Aᵀ m + bias                   2 outputs per pair
  *
- * with W_i = G_i · w (the conv's taps folded per channel pair, in double at
- * load, rounded once to fp32). The rows of Bᵀ are scaled to small integers
+ * with W_i = G_i · w (the 7 taps of each (output, input) channel pair
+ * folded into 8 values, in double at load, rounded once to fp32). The rows of Bᵀ are scaled to small integers
  * and the scale moved into G:
  *
  *   Bᵀ = [ 4   0 -21   0  21   0  -4  0 ]   G = [ 1/4     0     0 ... 0    ]
@@ -45,7 +45,7 @@
  * conv does.
  *
  * Error: F(2,7) on these points adds about as much rounding as the direct
- * sum has (about 2x its error on random data, tests/unit/test_kernels_conv).
+ * sum has (2-4x its error on random data, tests/unit/test_kernels_conv).
  */
 #include <math.h>
 #include <string.h>
