@@ -256,8 +256,10 @@ static void bench_decode(const qtts_codec_decoder *d, int T, int runs, double pe
 
 static qtts_conv_ws *ws;
 
-static void bench_conv(const char *label, const qtts_conv1d *c, int n, int frames, int runs,
-                       bool accumulate) {
+/* One conv over n columns (frames frames): direct, or through its Winograd
+ * form when w is given (GFLOP/s then of the products it does). */
+static void bench_conv_w(const char *label, const qtts_conv1d *c, const qtts_conv_wino *w, int n,
+                         int frames, int runs, bool accumulate) {
     const int P = (c->taps - 1) * c->dil;
     const size_t ldx = (size_t)n + P;
     float *x = qtts_aligned_alloc(sizeof(float) * (size_t)c->cin * ldx);
@@ -268,15 +270,21 @@ static void bench_conv(const char *label, const qtts_conv1d *c, int n, int frame
     double t[MAX_RUNS], tc[MAX_RUNS];
     for (int r = -1; r < runs; r++) {
         const double t0 = qtts_now(), c0 = cpu_now();
-        qtts_conv1d_run(c, y, (size_t)n, x + P, ldx, n, accumulate, ws);
+        if (!w || !qtts_conv_wino_run(w, c, y, (size_t)n, x + P, ldx, n, ws))
+            qtts_conv1d_run(c, y, (size_t)n, x + P, ldx, n, accumulate, ws);
         if (r >= 0) t[r] = qtts_now() - t0, tc[r] = cpu_now() - c0;
     }
     const double s = median(t, runs), sc = median(tc, runs);
+    const double macs = w ? 8.0 * w->npairs * w->cout * w->cin * frames : conv_macs(c, n);
     printf("    %-34s %5d x %5d x %5d  %8.3f ms/frame  %6.1f GFLOP/s  %6.1f per cpu-s\n", label,
-           c->cout, c->cin * c->taps, n, s / frames * 1e3, 2 * conv_macs(c, n) / s / 1e9,
-           2 * conv_macs(c, n) / sc / 1e9);
+           c->cout, c->cin * c->taps, n, s / frames * 1e3, 2 * macs / s / 1e9, 2 * macs / sc / 1e9);
     qtts_free(x);
     qtts_free(y);
+}
+
+static void bench_conv(const char *label, const qtts_conv1d *c, int n, int frames, int runs,
+                       bool accumulate) {
+    bench_conv_w(label, c, NULL, n, frames, runs, accumulate);
 }
 
 static void bench_convs(const qtts_codec_decoder *d, int T, int runs) {
@@ -302,6 +310,12 @@ static void bench_convs(const qtts_codec_decoder *d, int T, int runs) {
         bench_conv(label, &B->res[0].conv1, n, T, runs, false);
         snprintf(label, sizeof(label), "decoder.%d res conv1 (dil 9)", b + 1);
         bench_conv(label, &B->res[2].conv1, n, T, runs, false);
+        for (int r = 0; r < 3; r += 2)
+            if (B->res[r].wino1.frame) {   /* as the decoder runs them */
+                snprintf(label, sizeof(label), "decoder.%d res conv1 winograd (dil %d)", b + 1,
+                         B->res[r].dil);
+                bench_conv_w(label, &B->res[r].conv1, &B->res[r].wino1, n, T, runs, false);
+            }
         snprintf(label, sizeof(label), "decoder.%d res conv2 (x3)", b + 1);
         bench_conv(label, &B->res[0].conv2, n, T, runs, true);
     }
