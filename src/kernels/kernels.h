@@ -272,7 +272,7 @@ bool qtts_conv1d_to_bf16(qtts_conv1d *c);
  * must cover whole frames (column 0 a frame's first). The bits depend on
  * neither the instruction set nor the thread count nor how many frames a
  * call covers; they are not qtts_conv1d_run's (the rounding of the
- * transforms, about twice that of the direct sum). Transformed weights:
+ * transforms, 2-4 times that of the direct sum). Transformed weights:
  * 8/7 of the conv's. */
 typedef struct {
     int cout, cin, dil, frame;
