@@ -396,8 +396,7 @@ static double codec_macs(const qtts_codec_decoder *d) {
             /* the k7 conv as it runs: Winograd F(2,7) does 8 products per
              * pair of a frame's columns */
             const qtts_conv_wino *w = &B->res[k].wino1;
-            t += w->frame ? (double)w->cout * w->cin * 8.0 * w->npairs
-                          : conv_macs(&B->res[k].conv1) * r;
+            t += w->frame ? qtts_conv_wino_macs(w) : conv_macs(&B->res[k].conv1) * r;
             t += conv_macs(&B->res[k].conv2) * r;
         }
     }

@@ -163,7 +163,7 @@ static double conv_macs(const qtts_conv1d *c, double n) {
 static double conv1_macs(const qtts_codec_resunit *R, double n, int T) {
     const qtts_conv_wino *w = &R->wino1;
     if (!w->frame) return conv_macs(&R->conv1, n);
-    return (double)w->cout * w->cin * 8.0 * w->npairs * T;
+    return qtts_conv_wino_macs(w) * T;
 }
 
 /* Multiply-adds of the convolutions of a T-frame window, as they run. */
@@ -275,7 +275,7 @@ static void bench_conv_w(const char *label, const qtts_conv1d *c, const qtts_con
         if (r >= 0) t[r] = qtts_now() - t0, tc[r] = cpu_now() - c0;
     }
     const double s = median(t, runs), sc = median(tc, runs);
-    const double macs = w ? 8.0 * w->npairs * w->cout * w->cin * frames : conv_macs(c, n);
+    const double macs = w ? qtts_conv_wino_macs(w) * frames : conv_macs(c, n);
     printf("    %-34s %5d x %5d x %5d  %8.3f ms/frame  %6.1f GFLOP/s  %6.1f per cpu-s\n", label,
            c->cout, c->cin * c->taps, n, s / frames * 1e3, 2 * macs / s / 1e9, 2 * macs / sc / 1e9);
     qtts_free(x);

@@ -303,6 +303,10 @@ static int chunk_frames(const qtts_conv_wino *w, int frames) {
     return (int)QTTS_MIN((size_t)frames, fpc);
 }
 
+double qtts_conv_wino_macs(const qtts_conv_wino *w) {
+    return (double)NPT * w->npairs * w->cout * w->cin;
+}
+
 size_t qtts_conv_wino_scratch(const qtts_conv_wino *w, int frames) {
     return frames > 0 ? frame_floats(w) * (size_t)chunk_frames(w, frames) : 0;
 }

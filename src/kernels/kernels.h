@@ -296,6 +296,8 @@ bool qtts_conv_wino_run(const qtts_conv_wino *w, const qtts_conv1d *c, float *y,
  * qtts_conv_wino_reserve grows ws to that ahead (false on allocation
  * failure), so that such runs never allocate. */
 size_t qtts_conv_wino_scratch(const qtts_conv_wino *w, int frames);
+/* Multiply-adds of a run per frame (8 per pair and channel pair). */
+double qtts_conv_wino_macs(const qtts_conv_wino *w);
 bool qtts_conv_wino_reserve(qtts_conv_ws *ws, size_t floats);
 /* ==== end of 1-D convolution kernels ===================================== */
 
