@@ -16,9 +16,10 @@
  *            ceiling of each kernel.
  *   frame    one talker step (28 layers + codec head) and 15 code-predictor
  *            passes (5 layers + one head each) on distinct synthetic weights
- *            of the real shapes: milliseconds per frame against the floor
- *            (the probe reading the talker's weights once and the CP's 15
- *            times) at the same thread count.
+ *            of the real shapes, split into jobs as the engine splits them
+ *            (q/k/v one job, gate/up one with the SwiGLU): milliseconds per
+ *            frame against the floor (the probe reading the talker's
+ *            weights once and the CP's 15 times) at the same thread count.
  *
  * Every figure is the median of --runs runs. Weights are synthetic (values
  * do not change the speed of these kernels); the kernels are the ones
@@ -226,15 +227,17 @@ static bool model_new(model *m, qtts_dtype dt) {
     return true;
 }
 
-static void run_layers(const layer *L, int n, float *h, float *big, float *out) {
+/* The matmuls of n layers, split into jobs as the engine's layer splits
+ * them (talker.c): q, k, v as one split, o, gate and up as one (with the
+ * SwiGLU), down. */
+static void run_layers(const layer *L, int n, float *h, float *big, float *out, float *up) {
     for (int l = 0; l < n; l++) {
-        qtts_matmul_isa(isa, big, h, g_rows, &L[l].m[0], NULL);   /* q */
-        qtts_matmul_isa(isa, out, h, g_rows, &L[l].m[1], NULL);   /* k */
-        qtts_matmul_isa(isa, out, h, g_rows, &L[l].m[2], NULL);   /* v */
-        qtts_matmul_isa(isa, out, big, g_rows, &L[l].m[3], NULL); /* o */
-        qtts_matmul_isa(isa, big, h, g_rows, &L[l].m[4], NULL);   /* gate */
-        qtts_matmul_isa(isa, big, h, g_rows, &L[l].m[5], NULL);   /* up */
-        qtts_matmul_isa(isa, out, big, g_rows, &L[l].m[6], NULL); /* down */
+        float *const qkv[3] = {big, out, up};
+        const qtts_mat *const W[3] = {&L[l].m[0], &L[l].m[1], &L[l].m[2]};
+        qtts_matmul_multi_isa(isa, 3, qkv, h, g_rows, W);
+        qtts_matmul_isa(isa, out, big, g_rows, &L[l].m[3], NULL);              /* o */
+        qtts_matmul_swiglu_isa(isa, big, up, h, g_rows, &L[l].m[4], &L[l].m[5]);
+        qtts_matmul_isa(isa, out, big, g_rows, &L[l].m[6], NULL);              /* down */
     }
 }
 
@@ -243,9 +246,10 @@ static void run_layers(const layer *L, int n, float *h, float *big, float *out) 
  * same bytes (the talker's weights once, the CP's 15 times) just before. */
 static void bench_frame(const model *m, int frames, double *ms_out, double *floor_out, double *ratio_out) {
     const size_t fb = sizeof(float) * 3072 * g_rows;
-    float *h = qtts_aligned_alloc(fb), *big = qtts_aligned_alloc(fb), *out = qtts_aligned_alloc(fb);
+    float *h = qtts_aligned_alloc(fb), *big = qtts_aligned_alloc(fb), *out = qtts_aligned_alloc(fb),
+          *up = qtts_aligned_alloc(fb);
     for (int i = 0; i < 3072 * g_rows; i++)
-        h[i] = big[i] = (float)((int)(next_rand() % 2001) - 1000) / 1000.0f;
+        h[i] = big[i] = up[i] = (float)((int)(next_rand() % 2001) - 1000) / 1000.0f;
     const uint8_t *cp = (const uint8_t *)m->cp[0].m[0].data;
     double ms[MAX_RUNS], fl[MAX_RUNS], ratio[MAX_RUNS];
     for (int f = -1; f < frames; f++) {
@@ -253,10 +257,10 @@ static void bench_frame(const model *m, int frames, double *ms_out, double *floo
         tp += probe_once(m->head.data, m->bytes_talker - (size_t)(cp - m->mem));
         for (int j = 0; j < 15; j++) tp += probe_once(cp, m->bytes_cp_pass);   /* approx.: CP layers + heads */
         double t0 = qtts_now();
-        run_layers(m->talker, 28, h, big, out);
+        run_layers(m->talker, 28, h, big, out, up);
         qtts_matmul_isa(isa, big, h, g_rows, &m->head, NULL);
         for (int j = 0; j < 15; j++) {
-            run_layers(m->cp, 5, h, big, out);
+            run_layers(m->cp, 5, h, big, out, up);
             qtts_matmul_isa(isa, big, h, g_rows, &m->cp_head[j], NULL);
         }
         const double t = qtts_now() - t0;
@@ -269,6 +273,7 @@ static void bench_frame(const model *m, int frames, double *ms_out, double *floo
     qtts_free(h);
     qtts_free(big);
     qtts_free(out);
+    qtts_free(up);
     *ms_out = median(ms, frames);
     *floor_out = median(fl, frames);
     *ratio_out = median(ratio, frames);

@@ -329,18 +329,28 @@ void qtts_matmul_isa(const qtts_isa *isa, float *y, const float *x, int n, const
     matmul_jobs(isa, 1, &y, x, n, &W, bias, false);
 }
 
-void qtts_matmul_multi(int count, float *const *y, const float *x, int n, const qtts_mat *const *W) {
+void qtts_matmul_multi_isa(const qtts_isa *isa, int count, float *const *y, const float *x, int n,
+                           const qtts_mat *const *W) {
     QTTS_ASSERT(count >= 1 && count <= QTTS_MATMUL_MAX);
-    matmul_jobs(qtts_isa_active(), count, y, x, n, W, NULL, false);   /* a 0-row matrix gets no task */
+    matmul_jobs(isa, count, y, x, n, W, NULL, false);   /* a 0-row matrix gets no task */
 }
 
-void qtts_matmul_swiglu(float *y, float *up, const float *x, int n, const qtts_mat *gate,
-                        const qtts_mat *upw) {
+void qtts_matmul_multi(int count, float *const *y, const float *x, int n, const qtts_mat *const *W) {
+    qtts_matmul_multi_isa(qtts_isa_active(), count, y, x, n, W);
+}
+
+void qtts_matmul_swiglu_isa(const qtts_isa *isa, float *y, float *up, const float *x, int n,
+                            const qtts_mat *gate, const qtts_mat *upw) {
     QTTS_ASSERT(gate->rows == upw->rows);
     if (gate->rows <= 0) return;
     float *const ys[2] = {y, up};
     const qtts_mat *const W[2] = {gate, upw};
-    matmul_jobs(qtts_isa_active(), 2, ys, x, n, W, NULL, true);
+    matmul_jobs(isa, 2, ys, x, n, W, NULL, true);
+}
+
+void qtts_matmul_swiglu(float *y, float *up, const float *x, int n, const qtts_mat *gate,
+                        const qtts_mat *upw) {
+    qtts_matmul_swiglu_isa(qtts_isa_active(), y, up, x, n, gate, upw);
 }
 
 void qtts_matmul(float *y, const float *x, int n, const qtts_mat *W, const float *bias) {

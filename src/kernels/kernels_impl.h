@@ -211,6 +211,11 @@ const qtts_isa *qtts_isa_active(void);
 /* qtts_matmul on a given table (tests, benchmarks); same threading. */
 void qtts_matmul_isa(const qtts_isa *isa, float *y, const float *x, int n, const qtts_mat *W,
                      const float *bias);
+/* qtts_matmul_multi and qtts_matmul_swiglu on a given table. */
+void qtts_matmul_multi_isa(const qtts_isa *isa, int count, float *const *y, const float *x, int n,
+                           const qtts_mat *const *W);
+void qtts_matmul_swiglu_isa(const qtts_isa *isa, float *y, float *up, const float *x, int n,
+                            const qtts_mat *gate, const qtts_mat *upw);
 
 /* ==== shared reference pieces =========================================== */
 
