@@ -228,8 +228,8 @@ static bool model_new(model *m, qtts_dtype dt) {
 }
 
 /* The matmuls of n layers, split into jobs as the engine's layer splits
- * them (talker.c): q, k, v as one split, o, gate and up as one (with the
- * SwiGLU), down. */
+ * them (talker.c): q, k and v as one split; o; gate and up as one split,
+ * with the SwiGLU; down. */
 static void run_layers(const layer *L, int n, float *h, float *big, float *out, float *up) {
     for (int l = 0; l < n; l++) {
         float *const qkv[3] = {big, out, up};
