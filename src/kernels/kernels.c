@@ -391,11 +391,12 @@ uint64_t qtts_stream_read(const void *p, size_t n) {
     return s[0] ^ s[1] ^ tail;
 }
 
-void qtts_attn_scores(float *scores, const float *q, const float *k, size_t ldk, int ctx, int d,
-                      float scale) {
-    qtts_isa_active()->attn_scores(scores, q, k, ldk, ctx, d, scale);
+void qtts_attn_scores(float *scores, size_t lds, const float *q, int nh, const float *k,
+                      size_t ldk, int ctx, int d, float scale) {
+    qtts_isa_active()->attn_scores(scores, lds, q, nh, k, ldk, ctx, d, scale);
 }
 
-void qtts_attn_out(float *out, const float *p, const float *v, size_t ldv, int ctx, int d) {
-    qtts_isa_active()->attn_out(out, p, v, ldv, ctx, d);
+void qtts_attn_out(float *out, const float *p, size_t ldp, int nh, const float *v, size_t ldv,
+                   int ctx, int d) {
+    qtts_isa_active()->attn_out(out, p, ldp, nh, v, ldv, ctx, d);
 }

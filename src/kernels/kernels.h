@@ -139,14 +139,18 @@ uint64_t qtts_stream_read(const void *p, size_t n);
  * same bits on every machine, independent of the matmul's SIMD path. */
 float qtts_dot_f32(const float *a, const float *b, int n);
 
-/* Attention, one query head over ctx positions, in the scalar order on
- * every path (the same bits as the loops they replace; attn_impl.h):
- * scores[j] = qtts_dot_f32(q, k + j*ldk, d) * scale for j < ctx, and
- * out[i] = sum_{j < ctx} p[j] * v[j*ldv + i] (i < d), increasing j, a
- * multiply then an add per term, from 0. */
-void qtts_attn_scores(float *scores, const float *q, const float *k, size_t ldk, int ctx, int d,
-                      float scale);
-void qtts_attn_out(float *out, const float *p, const float *v, size_t ldv, int ctx, int d);
+/* Attention of nh query heads sharing one K/V head (grouped-query
+ * attention: K and V are read once for all of them) over ctx positions,
+ * in the scalar order on every path (the same bits as the loops they
+ * replace; attn_impl.h). Head h's query is q + h*d, its scores row
+ * scores + h*lds, its probabilities p + h*ldp, its output out + h*d:
+ * scores[h*lds + j] = qtts_dot_f32(q + h*d, k + j*ldk, d) * scale for
+ * j < ctx, and out[h*d + i] = sum_{j < ctx} p[h*ldp + j] * v[j*ldv + i]
+ * (i < d), increasing j, a multiply then an add per term, from 0. */
+void qtts_attn_scores(float *scores, size_t lds, const float *q, int nh, const float *k,
+                      size_t ldk, int ctx, int d, float scale);
+void qtts_attn_out(float *out, const float *p, size_t ldp, int nh, const float *v, size_t ldv,
+                   int ctx, int d);
 
 /* ==== 1-D convolution kernels (conv_ref.c) ================================
  * Activations here are channel-major: a [C, n] tensor is C rows of n time

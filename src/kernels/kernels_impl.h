@@ -182,9 +182,10 @@ typedef struct {
      * bit-identical to qtts_quantize_act_ref. */
     void (*quantize_act)(const float *x, int cols, int8_t *q, float *d);
     /* qtts_attn_scores / qtts_attn_out (kernels.h; attn_impl.h) */
-    void (*attn_scores)(float *scores, const float *q, const float *k, size_t ldk, int ctx, int d,
-                        float scale);
-    void (*attn_out)(float *out, const float *p, const float *v, size_t ldv, int ctx, int d);
+    void (*attn_scores)(float *scores, size_t lds, const float *q, int nh, const float *k,
+                        size_t ldk, int ctx, int d, float scale);
+    void (*attn_out)(float *out, const float *p, size_t ldp, int nh, const float *v, size_t ldv,
+                     int ctx, int d);
 } qtts_isa;
 
 extern const qtts_isa qtts_isa_ref;

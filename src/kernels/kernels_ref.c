@@ -134,15 +134,21 @@ static void mm_q4_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, 
 
 /* ==== attention (the orders of kernels.h, as plain loops) ================= */
 
-static void attn_scores_ref(float *scores, const float *q, const float *k, size_t ldk, int ctx,
-                            int d, float scale) {
-    for (int j = 0; j < ctx; j++) scores[j] = qtts_dot_f32(q, k + (size_t)j * ldk, d) * scale;
+static void attn_scores_ref(float *scores, size_t lds, const float *q, int nh, const float *k,
+                            size_t ldk, int ctx, int d, float scale) {
+    for (int h = 0; h < nh; h++)
+        for (int j = 0; j < ctx; j++)
+            scores[h * lds + j] = qtts_dot_f32(q + (size_t)h * d, k + (size_t)j * ldk, d) * scale;
 }
 
-static void attn_out_ref(float *out, const float *p, const float *v, size_t ldv, int ctx, int d) {
-    for (int i = 0; i < d; i++) out[i] = 0.0f;
-    for (int j = 0; j < ctx; j++)
-        for (int i = 0; i < d; i++) out[i] += p[j] * v[(size_t)j * ldv + i];
+static void attn_out_ref(float *out, const float *p, size_t ldp, int nh, const float *v,
+                         size_t ldv, int ctx, int d) {
+    for (int h = 0; h < nh; h++) {
+        float *o = out + (size_t)h * d;
+        for (int i = 0; i < d; i++) o[i] = 0.0f;
+        for (int j = 0; j < ctx; j++)
+            for (int i = 0; i < d; i++) o[i] += p[h * ldp + j] * v[(size_t)j * ldv + i];
+    }
 }
 
 const qtts_isa qtts_isa_ref = {

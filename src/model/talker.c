@@ -44,7 +44,8 @@ typedef struct {
     int cap;                 /* positions per (layer, kv head) in that cache */
     int pos;                 /* K/V go to this position; attention covers [0, pos] */
     const float *cos, *sin;  /* RoPE tables [> pos][hd/2] */
-    float *scores;           /* [nkv][cap] attention scratch of its request, one slice per KV head */
+    float *scores;           /* [nkv][grp][cap] attention scratch of its request: a slice per KV
+                              * head, a row per query head of its group */
 } row_ctx;
 
 /* Activations of up to cap rows of either stack. A state starts with
@@ -70,7 +71,7 @@ struct qtts_talker_state {
     float *k, *v;       /* [Lt][nkv][max_pos][hd] */
     float *cos, *sin;   /* [max_pos][hd/2] talker RoPE */
     float *cp_k, *cp_v; /* [Lc][nkv][G][hd] */
-    float *scores;      /* [max(nkv_t*max_pos, nkv_c*G)] attention scores, a slice per KV head */
+    float *scores;      /* [max(nh_t*max_pos, nh_c*G)] attention scores, a row per query head */
     void *sample_scratch;
     row_scratch rs;
 };
@@ -515,7 +516,7 @@ qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
     st->sin = alloc_f(max_pos, t->head_dim / 2, 1, 1);
     st->cp_k = alloc_f(c->n_layers, c->n_kv, G, c->head_dim);
     st->cp_v = alloc_f(c->n_layers, c->n_kv, G, c->head_dim);
-    st->scores = alloc_f(QTTS_MAX((uint64_t)t->n_kv * max_pos, (uint64_t)c->n_kv * G), 1, 1, 1);
+    st->scores = alloc_f(QTTS_MAX((uint64_t)t->n_heads * max_pos, (uint64_t)c->n_heads * G), 1, 1, 1);
     st->sample_scratch = qtts_malloc(QTTS_SAMPLE_SCRATCH(V));
     if (!st->k || !st->v || !st->cos || !st->sin || !st->cp_k || !st->cp_v || !st->scores ||
         !st->sample_scratch || !rows_reserve(w, &st->rs, QTTS_TALKER_ROWS)) {
@@ -546,16 +547,14 @@ static void norm_rope_heads(float *x, int nh, const float *nw, int hd, float eps
 }
 
 /* Causal attention of nh query heads q[nh*hd] that share one KV head,
- * kc/vc [cap][hd], over positions [0, ctx) -> out[nh*hd]; scores[ctx]
+ * kc/vc [cap][hd], over positions [0, ctx) -> out[nh*hd]; scores[nh*ctx]
  * scratch. */
 static void attend_heads(const float *q, int nh, const float *kc, const float *vc, int ctx,
                          int hd, float *out, float *scores) {
     const float scale = (float)(1.0 / sqrt((double)hd));
-    for (int h = 0; h < nh; h++) {
-        qtts_attn_scores(scores, q + (size_t)h * hd, kc, (size_t)hd, ctx, hd, scale);
-        qtts_softmax(scores, ctx);
-        qtts_attn_out(out + (size_t)h * hd, scores, vc, (size_t)hd, ctx, hd);
-    }
+    qtts_attn_scores(scores, (size_t)ctx, q, nh, kc, (size_t)hd, ctx, hd, scale);
+    for (int h = 0; h < nh; h++) qtts_softmax(scores + (size_t)h * ctx, ctx);
+    qtts_attn_out(out, scores, (size_t)ctx, nh, vc, (size_t)hd, ctx, hd);
 }
 
 /* One layer's attention of a stack_rows call, after the q/k/v matmul. */
@@ -594,7 +593,7 @@ static void attn_group(void *ctx, int g) {
         const size_t head = ((size_t)a->layer * w->n_kv + g) * c->cap;
         const size_t q0 = (size_t)r * qd + (size_t)g * grp * hd;
         attend_heads(a->q + q0, grp, c->k + head * hd, c->v + head * hd, c->pos + 1, hd,
-                     a->att + q0, c->scores + (size_t)g * c->cap);
+                     a->att + q0, c->scores + (size_t)g * grp * c->cap);
     }
 }
 

@@ -672,40 +672,53 @@ static void test_matmul_swiglu(void) {
 
 /* Attention's two loops: every path bit for bit equal to the plain loops
  * of the reference table, for head sizes with and without a partial
- * 8-group, row strides wider than a head and position counts around the
- * 4-position blocks. */
+ * 8-group, row strides wider than a head, position counts around the
+ * 4-position blocks and past the prefetch distance, and 1-3 query heads
+ * sharing the K/V head (the two-head blocks and an odd one left), with
+ * score rows wider than ctx. */
 static void test_attention(void) {
     static const int dims[] = {8, 12, 16, 64, 72, 128};
-    static const int ctxs[] = {1, 3, 4, 7, 64, 301};
+    static const int ctxs[] = {1, 3, 4, 7, 21, 64, 301};
     for (size_t a = 0; a < QTTS_ARRAY_LEN(dims); a++)
-        for (size_t c = 0; c < QTTS_ARRAY_LEN(ctxs); c++) {
-            const int d = dims[a], ctx = ctxs[c];
-            const size_t ld = (size_t)d + 8 * (a % 2);   /* a strided cache for some */
-            float *q = qtts_malloc(sizeof(float) * d), *kv = qtts_malloc(sizeof(float) * ld * ctx);
-            float *s0 = qtts_malloc(sizeof(float) * ctx), *s1 = qtts_malloc(sizeof(float) * ctx);
-            float *o0 = qtts_malloc(sizeof(float) * d), *o1 = qtts_malloc(sizeof(float) * d);
-            fill(q, d, 1.0f);
-            fill(kv, ld * ctx, 1.0f);
-            qtts_isa_ref.attn_scores(s0, q, kv, ld, ctx, d, 0.125f);
-            qtts_softmax(s0, ctx);
-            qtts_isa_ref.attn_out(o0, s0, kv, ld, ctx, d);
-            for (int i = 0; i < n_isas; i++) {
-                size_t at;
-                isas[i]->attn_scores(s1, q, kv, ld, ctx, d, 0.125f);
-                qtts_softmax(s1, ctx);
-                CHECK(bits_equal(s1, s0, (size_t)ctx, &at), "%s: scores d=%d ctx=%d: element %zu",
-                      isas[i]->name, d, ctx, at);
-                isas[i]->attn_out(o1, s0, kv, ld, ctx, d);
-                CHECK(bits_equal(o1, o0, (size_t)d, &at), "%s: output d=%d ctx=%d: element %zu",
-                      isas[i]->name, d, ctx, at);
+        for (size_t c = 0; c < QTTS_ARRAY_LEN(ctxs); c++)
+            for (int nh = 1; nh <= 3; nh++) {
+                const int d = dims[a], ctx = ctxs[c];
+                const size_t ld = (size_t)d + 8 * (a % 2);   /* a strided cache for some */
+                const size_t lds = (size_t)ctx + (size_t)(nh - 1) * 5;
+                const size_t nsc = lds * nh, no = (size_t)d * nh;
+                float *q = qtts_malloc(sizeof(float) * no), *kv = qtts_malloc(sizeof(float) * ld * ctx);
+                float *s0 = qtts_calloc(nsc, sizeof(float)), *s1 = qtts_calloc(nsc, sizeof(float));
+                float *o0 = qtts_malloc(sizeof(float) * no), *o1 = qtts_malloc(sizeof(float) * no);
+                fill(q, no, 1.0f);
+                fill(kv, ld * ctx, 1.0f);
+                qtts_isa_ref.attn_scores(s0, lds, q, nh, kv, ld, ctx, d, 0.125f);
+                for (int h = 0; h < nh; h++) qtts_softmax(s0 + h * lds, ctx);
+                qtts_isa_ref.attn_out(o0, s0, lds, nh, kv, ld, ctx, d);
+                for (int i = 0; i < n_isas; i++) {
+                    size_t at;
+                    isas[i]->attn_scores(s1, lds, q, nh, kv, ld, ctx, d, 0.125f);
+                    for (int h = 0; h < nh; h++) qtts_softmax(s1 + h * lds, ctx);
+                    CHECK(bits_equal(s1, s0, nsc, &at), "%s: scores d=%d ctx=%d heads %d: element %zu",
+                          isas[i]->name, d, ctx, nh, at);
+                    isas[i]->attn_out(o1, s0, lds, nh, kv, ld, ctx, d);
+                    CHECK(bits_equal(o1, o0, no, &at), "%s: output d=%d ctx=%d heads %d: element %zu",
+                          isas[i]->name, d, ctx, nh, at);
+                }
+                /* one head at a time gives the same bits as the group */
+                for (int h = 0; h < nh; h++) {
+                    size_t at;
+                    qtts_isa_ref.attn_scores(s1, 0, q + (size_t)h * d, 1, kv, ld, ctx, d, 0.125f);
+                    qtts_softmax(s1, ctx);
+                    CHECK(bits_equal(s1, s0 + h * lds, (size_t)ctx, &at),
+                          "one head alone: scores d=%d ctx=%d head %d: element %zu", d, ctx, h, at);
+                }
+                qtts_free(q);
+                qtts_free(kv);
+                qtts_free(s0);
+                qtts_free(s1);
+                qtts_free(o0);
+                qtts_free(o1);
             }
-            qtts_free(q);
-            qtts_free(kv);
-            qtts_free(s0);
-            qtts_free(s1);
-            qtts_free(o0);
-            qtts_free(o1);
-        }
 }
 
 /* A file without the quantized-file marker (docs/QUANT.md) cannot carry
