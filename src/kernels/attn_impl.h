@@ -49,25 +49,42 @@ static inline void attn_prefetch_row(const float *r, int d) {
     for (int i = 0; i < d; i += 16) __builtin_prefetch(r + i, 0, 3);
 }
 
-/* One block of four positions (k0: the first one's row) against head
- * pairs: s[h * lds] for the nh (1 or 2) heads q + h * d. */
-static inline void attn_scores4(float *s, size_t lds, const float *q, int nh, const float *k0,
-                                size_t ldk, int d, float scale) {
-    qtts_v8f a[2][4] = {{{0}}};
+/* One block of four positions (k0: the first one's row) against one or
+ * two heads: s[h * lds + r] for the heads q + h * d. Each sum is its own
+ * variable, so the compiler keeps all eight in registers (an array of
+ * them went to the stack). */
+static inline __attribute__((always_inline)) void attn_scores4(float *s, size_t lds,
+                                                               const float *q, const int nh,
+                                                               const float *k0, size_t ldk, int d,
+                                                               float scale) {
+    qtts_v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
     for (int i = 0; i < d; i += 8) {
         const qtts_v8f k_0 = attn_load8(k0 + i, d - i), k_1 = attn_load8(k0 + ldk + i, d - i);
         const qtts_v8f k_2 = attn_load8(k0 + 2 * ldk + i, d - i);
         const qtts_v8f k_3 = attn_load8(k0 + 3 * ldk + i, d - i);
-        for (int h = 0; h < nh; h++) {
-            const qtts_v8f qv = attn_load8(q + (size_t)h * d + i, d - i);
-            a[h][0] = a[h][0] + qv * k_0;
-            a[h][1] = a[h][1] + qv * k_1;
-            a[h][2] = a[h][2] + qv * k_2;
-            a[h][3] = a[h][3] + qv * k_3;
+        const qtts_v8f qa = attn_load8(q + i, d - i);
+        a0 = a0 + qa * k_0;
+        a1 = a1 + qa * k_1;
+        a2 = a2 + qa * k_2;
+        a3 = a3 + qa * k_3;
+        if (nh == 2) {
+            const qtts_v8f qb = attn_load8(q + d + i, d - i);
+            b0 = b0 + qb * k_0;
+            b1 = b1 + qb * k_1;
+            b2 = b2 + qb * k_2;
+            b3 = b3 + qb * k_3;
         }
     }
-    for (int h = 0; h < nh; h++)
-        for (int r = 0; r < 4; r++) s[h * lds + r] = attn_fold8(a[h][r]) * scale;
+    s[0] = attn_fold8(a0) * scale;
+    s[1] = attn_fold8(a1) * scale;
+    s[2] = attn_fold8(a2) * scale;
+    s[3] = attn_fold8(a3) * scale;
+    if (nh == 2) {
+        s[lds] = attn_fold8(b0) * scale;
+        s[lds + 1] = attn_fold8(b1) * scale;
+        s[lds + 2] = attn_fold8(b2) * scale;
+        s[lds + 3] = attn_fold8(b3) * scale;
+    }
 }
 
 /* scores[h * lds + j] for nh heads sharing K: each K row is read once for
@@ -79,9 +96,10 @@ static void attn_scores_v(float *scores, size_t lds, const float *q, int nh, con
         const float *k0 = k + (size_t)j * ldk;
         for (int r = 0; r < 4 && j + ATTN_PF_ROWS + r < ctx; r++)
             attn_prefetch_row(k0 + (size_t)(ATTN_PF_ROWS + r) * ldk, d);
-        for (int h = 0; h < nh; h += 2)
-            attn_scores4(scores + h * lds + j, lds, q + (size_t)h * d, nh - h < 2 ? 1 : 2, k0, ldk,
-                         d, scale);
+        int h = 0;
+        for (; h + 2 <= nh; h += 2)   /* constant head counts: the sums stay in registers */
+            attn_scores4(scores + h * lds + j, lds, q + (size_t)h * d, 2, k0, ldk, d, scale);
+        if (h < nh) attn_scores4(scores + h * lds + j, lds, q + (size_t)h * d, 1, k0, ldk, d, scale);
     }
     for (; j < ctx; j++)
         for (int h = 0; h < nh; h++) {
@@ -93,42 +111,75 @@ static void attn_scores_v(float *scores, size_t lds, const float *q, int nh, con
         }
 }
 
-/* out[h * d + i] for nh heads sharing V, 64 outputs of one head at a time
- * held in registers over every j (the first of a row's 64-column passes
- * prefetches the row ahead). */
+/* out[h * d + i] for nh heads sharing V: 64 outputs at a time held in
+ * registers over every j, for two heads at once where the registers allow
+ * (AVX-512: 8 accumulators of 16 lanes; each V row is then read once for
+ * both, and 8 independent chains hide the add latency that bounds 4), else
+ * one. The first pass over the rows prefetches them ahead. */
+#if defined(__AVX512F__)
+#define ATTN_OUT_PAIR 1
+#else
+#define ATTN_OUT_PAIR 0
+#endif
+
+static inline __attribute__((always_inline)) void attn_out64(float *o, const float *p,
+                                                             size_t ldp, const int nh,
+                                                             const float *v, size_t ldv, int ctx,
+                                                             int d, bool pf) {
+    qtts_v16f o0 = {0}, o1 = {0}, o2 = {0}, o3 = {0}, u0 = {0}, u1 = {0}, u2 = {0}, u3 = {0};
+    for (int j = 0; j < ctx; j++) {
+        const float *vj = v + (size_t)j * ldv;
+        if (pf && j + ATTN_PF_ROWS < ctx) attn_prefetch_row(vj + ATTN_PF_ROWS * ldv, d);
+        qtts_v16f w0, w1, w2, w3;
+        memcpy(&w0, vj, sizeof w0);
+        memcpy(&w1, vj + 16, sizeof w1);
+        memcpy(&w2, vj + 32, sizeof w2);
+        memcpy(&w3, vj + 48, sizeof w3);
+        const float pj = p[j];
+        o0 = o0 + pj * w0;
+        o1 = o1 + pj * w1;
+        o2 = o2 + pj * w2;
+        o3 = o3 + pj * w3;
+        if (nh == 2) {
+            const float qj = p[ldp + j];
+            u0 = u0 + qj * w0;
+            u1 = u1 + qj * w1;
+            u2 = u2 + qj * w2;
+            u3 = u3 + qj * w3;
+        }
+    }
+    memcpy(o, &o0, sizeof o0);
+    memcpy(o + 16, &o1, sizeof o1);
+    memcpy(o + 32, &o2, sizeof o2);
+    memcpy(o + 48, &o3, sizeof o3);
+    if (nh == 2) {
+        memcpy(o + d, &u0, sizeof u0);
+        memcpy(o + d + 16, &u1, sizeof u1);
+        memcpy(o + d + 32, &u2, sizeof u2);
+        memcpy(o + d + 48, &u3, sizeof u3);
+    }
+}
+
 static void attn_out_v(float *out, const float *p, size_t ldp, int nh, const float *v,
                        size_t ldv, int ctx, int d) {
-    for (int h = 0; h < nh; h++) {
+    for (int h = 0; h < nh;) {
+        const int two = ATTN_OUT_PAIR && h + 2 <= nh;
         const float *ph = p + h * ldp;
         float *oh = out + (size_t)h * d;
         int i = 0;
         for (; i + 64 <= d; i += 64) {
-            qtts_v16f o0 = {0}, o1 = {0}, o2 = {0}, o3 = {0};
+            /* the row's prefetch, for d = 128 on the first pass over the rows only */
             const bool pf = h == 0 && i == 0;
-            for (int j = 0; j < ctx; j++) {
-                const float *vj = v + (size_t)j * ldv + i;
-                if (pf && j + ATTN_PF_ROWS < ctx) attn_prefetch_row(vj + ATTN_PF_ROWS * ldv, d);
-                qtts_v16f w0, w1, w2, w3;
-                memcpy(&w0, vj, sizeof w0);
-                memcpy(&w1, vj + 16, sizeof w1);
-                memcpy(&w2, vj + 32, sizeof w2);
-                memcpy(&w3, vj + 48, sizeof w3);
-                const float pj = ph[j];
-                o0 = o0 + pj * w0;
-                o1 = o1 + pj * w1;
-                o2 = o2 + pj * w2;
-                o3 = o3 + pj * w3;
+            if (two) attn_out64(oh + i, ph, ldp, 2, v + i, ldv, ctx, d, pf);
+            else attn_out64(oh + i, ph, ldp, 1, v + i, ldv, ctx, d, pf);
+        }
+        for (int hh = 0; hh < 1 + two; hh++)
+            for (int ii = i; ii < d; ii++) {
+                float o = 0.0f;
+                for (int j = 0; j < ctx; j++) o += ph[hh * ldp + j] * v[(size_t)j * ldv + ii];
+                oh[(size_t)hh * d + ii] = o;
             }
-            memcpy(oh + i, &o0, sizeof o0);
-            memcpy(oh + i + 16, &o1, sizeof o1);
-            memcpy(oh + i + 32, &o2, sizeof o2);
-            memcpy(oh + i + 48, &o3, sizeof o3);
-        }
-        for (; i < d; i++) {
-            float o = 0.0f;
-            for (int j = 0; j < ctx; j++) o += ph[j] * v[(size_t)j * ldv + i];
-            oh[i] = o;
-        }
+        h += 1 + two;
     }
 }
 
