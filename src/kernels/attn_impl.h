@@ -51,8 +51,8 @@ static inline void attn_prefetch_row(const float *r, int d) {
 
 /* One block of four positions (k0: the first one's row) against one or
  * two heads: s[h * lds + r] for the heads q + h * d. Each sum is its own
- * variable, so the compiler keeps all eight in registers (an array of
- * them went to the stack). */
+ * variable: GCC keeps these eight in registers, where an array of them
+ * lands on the stack and halves the speed. */
 static inline __attribute__((always_inline)) void attn_scores4(float *s, size_t lds,
                                                                const float *q, const int nh,
                                                                const float *k0, size_t ldk, int d,
@@ -168,7 +168,7 @@ static void attn_out_v(float *out, const float *p, size_t ldp, int nh, const flo
         float *oh = out + (size_t)h * d;
         int i = 0;
         for (; i + 64 <= d; i += 64) {
-            /* the row's prefetch, for d = 128 on the first pass over the rows only */
+            /* the first pass over the rows prefetches whole rows ahead */
             const bool pf = h == 0 && i == 0;
             if (two) attn_out64(oh + i, ph, ldp, 2, v + i, ldv, ctx, d, pf);
             else attn_out64(oh + i, ph, ldp, 1, v + i, ldv, ctx, d, pf);
