@@ -99,7 +99,8 @@ static void attn_scores_v(float *scores, size_t lds, const float *q, int nh, con
         int h = 0;
         for (; h + 2 <= nh; h += 2)   /* constant head counts: the sums stay in registers */
             attn_scores4(scores + h * lds + j, lds, q + (size_t)h * d, 2, k0, ldk, d, scale);
-        if (h < nh) attn_scores4(scores + h * lds + j, lds, q + (size_t)h * d, 1, k0, ldk, d, scale);
+        if (h < nh)
+            attn_scores4(scores + h * lds + j, lds, q + (size_t)h * d, 1, k0, ldk, d, scale);
     }
     for (; j < ctx; j++)
         for (int h = 0; h < nh; h++) {

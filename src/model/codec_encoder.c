@@ -553,7 +553,8 @@ static qtts_status run_transformer(const qtts_codec_encoder *e, float *x, int T,
                 const float *qi = q + (size_t)i * qd + hh * D;
                 qtts_attn_scores(sc, 0, qi, 1, k + kh * D, (size_t)kvd, i + 1, D, scale);
                 qtts_softmax(sc, i + 1);
-                qtts_attn_out(att + (size_t)i * qd + hh * D, sc, 0, 1, v + kh * D, (size_t)kvd, i + 1, D);
+                qtts_attn_out(att + (size_t)i * qd + hh * D, sc, 0, 1, v + kh * D, (size_t)kvd,
+                              i + 1, D);
             }
         }
         qtts_matmul(tmp, att, T, &L->o, NULL);

@@ -516,7 +516,8 @@ qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
     st->sin = alloc_f(max_pos, t->head_dim / 2, 1, 1);
     st->cp_k = alloc_f(c->n_layers, c->n_kv, G, c->head_dim);
     st->cp_v = alloc_f(c->n_layers, c->n_kv, G, c->head_dim);
-    st->scores = alloc_f(QTTS_MAX((uint64_t)t->n_heads * max_pos, (uint64_t)c->n_heads * G), 1, 1, 1);
+    st->scores =
+        alloc_f(QTTS_MAX((uint64_t)t->n_heads * max_pos, (uint64_t)c->n_heads * G), 1, 1, 1);
     st->sample_scratch = qtts_malloc(QTTS_SAMPLE_SCRATCH(V));
     if (!st->k || !st->v || !st->cos || !st->sin || !st->cp_k || !st->cp_v || !st->scores ||
         !st->sample_scratch || !rows_reserve(w, &st->rs, QTTS_TALKER_ROWS)) {

@@ -686,7 +686,8 @@ static void test_attention(void) {
                 const size_t ld = (size_t)d + 8 * (a % 2);   /* a strided cache for some */
                 const size_t lds = (size_t)ctx + (size_t)(nh - 1) * 5;
                 const size_t nsc = lds * nh, no = (size_t)d * nh;
-                float *q = qtts_malloc(sizeof(float) * no), *kv = qtts_malloc(sizeof(float) * ld * ctx);
+                float *q = qtts_malloc(sizeof(float) * no);
+                float *kv = qtts_malloc(sizeof(float) * ld * ctx);
                 float *s0 = qtts_calloc(nsc, sizeof(float)), *s1 = qtts_calloc(nsc, sizeof(float));
                 float *o0 = qtts_malloc(sizeof(float) * no), *o1 = qtts_malloc(sizeof(float) * no);
                 fill(q, no, 1.0f);
@@ -698,11 +699,13 @@ static void test_attention(void) {
                     size_t at;
                     isas[i]->attn_scores(s1, lds, q, nh, kv, ld, ctx, d, 0.125f);
                     for (int h = 0; h < nh; h++) qtts_softmax(s1 + h * lds, ctx);
-                    CHECK(bits_equal(s1, s0, nsc, &at), "%s: scores d=%d ctx=%d heads %d: element %zu",
-                          isas[i]->name, d, ctx, nh, at);
+                    CHECK(bits_equal(s1, s0, nsc, &at),
+                          "%s: scores d=%d ctx=%d heads %d: element %zu", isas[i]->name, d, ctx,
+                          nh, at);
                     isas[i]->attn_out(o1, s0, lds, nh, kv, ld, ctx, d);
-                    CHECK(bits_equal(o1, o0, no, &at), "%s: output d=%d ctx=%d heads %d: element %zu",
-                          isas[i]->name, d, ctx, nh, at);
+                    CHECK(bits_equal(o1, o0, no, &at),
+                          "%s: output d=%d ctx=%d heads %d: element %zu", isas[i]->name, d, ctx,
+                          nh, at);
                 }
                 /* one head at a time gives the same bits as the group */
                 for (int h = 0; h < nh; h++) {
