@@ -12,8 +12,8 @@
  *     y = Aᵀ m + bias                   2 outputs per pair
  *
  * with W_i = G_i · w (the 7 taps of each (output, input) channel pair
- * folded into 8 values, in double at load, rounded once to fp32). The rows of Bᵀ are scaled to small integers
- * and the scale moved into G:
+ * folded into 8 values, in double at load, rounded once to fp32). The rows
+ * of Bᵀ are scaled to small integers and the scale moved into G:
  *
  *   Bᵀ = [ 4   0 -21   0  21   0  -4  0 ]   G = [ 1/4     0     0 ... 0    ]
  *        [ 0  -4  -4  17  17  -4  -4  0 ]       [ 1/18 (1, 1, 1, 1, 1, 1, 1) ]

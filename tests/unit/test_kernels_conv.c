@@ -292,7 +292,8 @@ static void test_conv_wino(void) {
         qtts_conv_wino w;
         REQUIRE(qtts_conv_wino_init(&w, &d.c, k->frame), "case %zu: wino init", ci);
         int want_pairs = 0;
-        for (int r = 0; r < k->dil; r++) want_pairs += ((k->frame - r + k->dil - 1) / k->dil + 1) / 2;
+        for (int r = 0; r < k->dil; r++)   /* ceil(class length / 2) per residue class */
+            want_pairs += ((k->frame - r + k->dil - 1) / k->dil + 1) / 2;
         CHECK(w.npairs == want_pairs, "case %zu: %d pairs, want %d", ci, w.npairs, want_pairs);
         qtts_threads_init(1);
         float *y = run_wino(&w, &d, n, ws);
