@@ -45,10 +45,27 @@
 #define SPIN_NS 500000L
 #define YIELD_AFTER_NS 20000L
 
+static _Atomic(qtts_idle_fn) g_idle;
+
+void qtts_threads_set_idle(qtts_idle_fn fn) { atomic_store(&g_idle, fn); }
+
+/* One quantum of idle work; false when there is none. */
+static inline bool idle_work(int participant) {
+    qtts_idle_fn fn = atomic_load_explicit(&g_idle, memory_order_relaxed);
+    return fn && fn(participant);
+}
+
+/* What a worker thread starts with. */
+typedef struct {
+    struct qtts_pool *p;
+    int participant;   /* 1.. */
+} worker_arg;
+
 struct qtts_pool {
     int n;                      /* participants, the caller included */
     int n_started;              /* worker threads running */
     pthread_t *threads;
+    worker_arg *args;           /* [n - 1] */
     pthread_mutex_t run_mu;     /* held by the thread whose job is running */
 
     qtts_task_fn fn;
@@ -97,13 +114,14 @@ static void run_tasks(qtts_pool *p) {
     }
 }
 
-/* Waits until gen differs from seen; returns the new value. */
-static uint32_t wait_gen(qtts_pool *p, uint32_t seen) {
+/* Waits until gen differs from seen; returns the new value. Idle work
+ * (qtts_threads_set_idle) takes the place of the pause while there is any. */
+static uint32_t wait_gen(qtts_pool *p, int participant, uint32_t seen) {
     long t0 = 0, t = 0;
     for (unsigned i = 1;; i++) {
         uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (g != seen) return g;
-        cpu_relax();
+        if (!idle_work(participant)) cpu_relax();
         if (t0 && t - t0 > YIELD_AFTER_NS) sched_yield();
         if ((i & 63) == 0) {
             t = now_ns();
@@ -121,10 +139,11 @@ static uint32_t wait_gen(qtts_pool *p, uint32_t seen) {
 }
 
 static void *worker_main(void *arg) {
-    qtts_pool *p = arg;
+    qtts_pool *p = ((worker_arg *)arg)->p;
+    const int participant = ((worker_arg *)arg)->participant;
     uint32_t seen = 0;
     for (;;) {
-        seen = wait_gen(p, seen);
+        seen = wait_gen(p, participant, seen);
         if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
         run_tasks(p);
     }
@@ -146,9 +165,12 @@ qtts_pool *qtts_pool_create(int n_threads) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     if (n > 1) {
-        if (!(p->threads = qtts_calloc((size_t)(n - 1), sizeof *p->threads))) goto fail;
+        if (!(p->threads = qtts_calloc((size_t)(n - 1), sizeof *p->threads)) ||
+            !(p->args = qtts_calloc((size_t)(n - 1), sizeof *p->args)))
+            goto fail;
         for (int i = 0; i < n - 1; i++) {
-            if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0) goto fail;
+            p->args[i] = (worker_arg){p, i + 1};
+            if (pthread_create(&p->threads[i], NULL, worker_main, &p->args[i]) != 0) goto fail;
             p->n_started++;
             pthread_setname_np(p->threads[i], "qtts-worker");
         }
@@ -173,6 +195,7 @@ void qtts_pool_destroy(qtts_pool *p) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     qtts_free(p->threads);
+    qtts_free(p->args);
     qtts_free(p);
 }
 
@@ -197,7 +220,7 @@ void qtts_pool_run(qtts_pool *p, int n_tasks, qtts_task_fn fn, void *ctx) {
     }
     run_tasks(p);
     for (unsigned i = 1; atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks; i++) {
-        cpu_relax();
+        if (!idle_work(0)) cpu_relax();
         if ((i & 255) == 0) sched_yield();   /* a claimed task's thread was descheduled */
     }
     pthread_mutex_unlock(&p->run_mu);

@@ -63,6 +63,17 @@ void qtts_parallel_for(int n_tasks, qtts_task_fn fn, void *ctx);
  * other held it. Results are the same bits either way. */
 void qtts_threads_set_local_serial(bool serial);
 
+/* Work for a participant that would otherwise wait: a worker between jobs,
+ * the caller while the last tasks of its job finish. fn(participant) is
+ * called between polls (participant 0 is the calling thread, 1.. the
+ * workers) and must return quickly (a microsecond or so: it delays the
+ * reaction to the next job by as much) and true while it has more to do.
+ * It must not touch anything a job's results depend on; the kernels use
+ * it to prefetch the next matmul's weights (kernels.c). NULL: none. The
+ * hook is process-wide, for every pool. */
+typedef bool (*qtts_idle_fn)(int participant);
+void qtts_threads_set_idle(qtts_idle_fn fn);
+
 /* Online CPUs this process may run on (sched affinity), at least 1. */
 int qtts_cpu_count(void);
 

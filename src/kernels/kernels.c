@@ -17,6 +17,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../base/thread.h"
@@ -232,6 +233,104 @@ static void run_split(int count, const qtts_mm_job *const *jobs, const qtts_mm_f
     }
     plan_tasks(&s, tasked, GUIDE_DIV * threads);
     qtts_parallel_for(s.n_tasks, mm_task, &s);
+}
+
+/* ==== prefetching the next matmul's weights ==============================
+ *
+ * Between the matmuls of a decode step the pool's threads wait: a worker
+ * while the caller runs the serial work (norms, sampling), every thread
+ * while the last task of a split finishes. The step is bound by reading
+ * weights, so that time is spent pulling the next matmul's weights into
+ * L2 instead (qtts_threads_set_idle). Participant p prefetches the rows of
+ * task p of the next split's plan, the task it usually claims first (the
+ * caller claims as it publishes the job, a spinning worker right after).
+ * A wrong guess costs bandwidth, never results: only prefetch
+ * instructions touch the hinted addresses, and they cannot fault. The hint
+ * is a seqlock: odd while written; a reader that sees it change drops what
+ * it read. */
+#define PF_PARTS 8                /* participants that get a region */
+#define PF_CAP (256 * 1024)       /* bytes per participant: L2 holds it beside the current tiles */
+#define PF_QUANTUM 2048           /* bytes per idle call: 32 lines */
+
+static struct {
+    _Atomic uint32_t seq;
+    _Atomic int writing;
+    _Atomic uintptr_t at[PF_PARTS][2];   /* per participant two ranges (gate and up rows) */
+    _Atomic size_t len[PF_PARTS][2];
+} pf;
+
+/* The calling thread's progress through its region of hint `seq`. */
+static _Thread_local struct {
+    uint32_t seq;
+    size_t done;
+} pf_me;
+
+static bool pf_idle(int part) {
+    if (part >= PF_PARTS) return false;
+    const uint32_t seq = atomic_load_explicit(&pf.seq, memory_order_acquire);
+    if (seq & 1) return false;
+    if (seq != pf_me.seq) {
+        pf_me.seq = seq;
+        pf_me.done = 0;
+    }
+    const uintptr_t a0 = atomic_load_explicit(&pf.at[part][0], memory_order_relaxed);
+    const uintptr_t a1 = atomic_load_explicit(&pf.at[part][1], memory_order_relaxed);
+    const size_t n0 = atomic_load_explicit(&pf.len[part][0], memory_order_relaxed);
+    const size_t n1 = atomic_load_explicit(&pf.len[part][1], memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&pf.seq, memory_order_relaxed) != seq) return false;
+    const size_t done = pf_me.done;
+    if (done >= n0 + n1) return false;
+    const char *at = done < n0 ? (const char *)a0 + done : (const char *)a1 + (done - n0);
+    const size_t left = done < n0 ? n0 - done : n0 + n1 - done;
+    const size_t len = left < PF_QUANTUM ? left : PF_QUANTUM;
+    for (size_t o = 0; o < len; o += 64) __builtin_prefetch(at + o, 0, 2);   /* to L2 */
+    pf_me.done = done + len;
+    return true;
+}
+
+static pthread_once_t pf_once = PTHREAD_ONCE_INIT;
+static void pf_install(void) { qtts_threads_set_idle(pf_idle); }
+
+void qtts_matmul_prefetch_next(int count, const qtts_mat *const *W, bool swiglu) {
+    const int threads = qtts_threads_count();
+    if (threads < 2 || count < 1 || count > QTTS_MATMUL_MAX) return;
+    pthread_once(&pf_once, pf_install);
+    if (atomic_exchange_explicit(&pf.writing, 1, memory_order_acquire)) return; /* another caller */
+    mm_split s;
+    qtts_mm_job jobs[QTTS_MATMUL_MAX];
+    const int tasked = swiglu ? 1 : count;
+    bool ok = true;
+    for (int m = 0; m < count; m++) {
+        ok = ok && W[m]->rows > 0 && W[m]->data;
+        jobs[m] = (qtts_mm_job){.W = W[m], .n = 1};
+        s.job[m] = &jobs[m];
+    }
+    s.n_tasks = 0;
+    if (ok) plan_tasks(&s, tasked, GUIDE_DIV * threads);
+    const uint32_t seq = atomic_load_explicit(&pf.seq, memory_order_relaxed);
+    atomic_store_explicit(&pf.seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    for (int p = 0; p < PF_PARTS; p++) {
+        uintptr_t at[2] = {0, 0};
+        size_t len[2] = {0, 0};
+        if (p < threads && p < s.n_tasks) {
+            const int m = s.task_job[p];
+            const size_t stride = qtts_mat_stride(W[m]);
+            const size_t off = (size_t)s.task_r0[p] * stride, bytes = (size_t)s.task_len[p] * stride;
+            const size_t cap = swiglu ? PF_CAP / 2 : PF_CAP;
+            for (int k = 0; k < (swiglu ? 2 : 1); k++) {
+                at[k] = (uintptr_t)W[swiglu ? k : m]->data + off;
+                len[k] = bytes < cap ? bytes : cap;
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            atomic_store_explicit(&pf.at[p][k], at[k], memory_order_relaxed);
+            atomic_store_explicit(&pf.len[p][k], len[k], memory_order_relaxed);
+        }
+    }
+    atomic_store_explicit(&pf.seq, seq + 2, memory_order_release);
+    atomic_store_explicit(&pf.writing, 0, memory_order_release);
 }
 
 static qtts_mm_fn mm_fn(const qtts_isa *isa, qtts_dtype dt) {

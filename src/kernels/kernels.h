@@ -61,6 +61,14 @@ void qtts_matmul_multi(int count, float *const *y, const float *x, int n, const 
 void qtts_matmul_swiglu(float *y, float *up, const float *x, int n, const qtts_mat *gate,
                         const qtts_mat *upw);
 
+/* Hint: the next qtts_matmul, qtts_matmul_multi (count, W) or
+ * qtts_matmul_swiglu (swiglu true, W = {gate, up}) this thread calls will
+ * read W. Threads of the pool that would wait until then prefetch the
+ * rows they will likely take into their L2 (kernels.c). Speed only: the
+ * results never depend on it, and a wrong or stale hint costs only the
+ * bandwidth of the prefetch. */
+void qtts_matmul_prefetch_next(int count, const qtts_mat *const *W, bool swiglu);
+
 /* One row of W as f32 (embedding lookup): out[W.cols] = W[row]
  * (dequantized for Q8_0/Q4_0). */
 void qtts_mat_row(float *out, const qtts_mat *W, int row);

@@ -598,11 +598,21 @@ static void attn_group(void *ctx, int g) {
     }
 }
 
+/* Prefetch hints (qtts_matmul_prefetch_next) for the matmul that follows. */
+static void hint_qkv(const qtts_layer_weights *L) {
+    const qtts_mat *const W[3] = {&L->q, &L->k, &L->v};
+    qtts_matmul_prefetch_next(3, W, false);
+}
+
+static void hint_one(const qtts_mat *W) { qtts_matmul_prefetch_next(1, &W, false); }
+
 /* Run the stack on x[n, D], row r described by rc[r] (n <= s->cap; two
  * rows of one request must be at increasing positions). x is updated in
- * place to the last layer's output (before the final norm). */
+ * place to the last layer's output (before the final norm). `after` is
+ * the matmul that follows the stack (a prefetch hint), or NULL. Each
+ * matmul is preceded by the hint of the one after it. */
 static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, float *x,
-                       row_scratch *s) {
+                       row_scratch *s, const qtts_mat *after) {
     const int D = w->dim;
     for (int l = 0; l < w->n_layers; l++) {
         const qtts_layer_weights *L = &w->layers[l];
@@ -611,16 +621,24 @@ static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, fl
         {
             float *const y[3] = {s->q, s->kk, s->vv};
             const qtts_mat *const W[3] = {&L->q, &L->k, &L->v};
+            hint_one(&L->o);
             qtts_matmul_multi(3, y, s->h, n, W);
         }
         attn_job aj = {w, L, rc, n, l, s->q, s->kk, s->vv, s->att};
         qtts_parallel_for(w->n_kv, attn_group, &aj);
+        {
+            const qtts_mat *const W[2] = {&L->gate, &L->up};
+            qtts_matmul_prefetch_next(2, W, true);
+        }
         qtts_matmul(s->h, s->att, n, &L->o, NULL);
         qtts_add_inplace(x, s->h, (size_t)n * D);
 
         for (int r = 0; r < n; r++)
             qtts_rmsnorm(s->h + (size_t)r * D, x + (size_t)r * D, L->mlp_norm, D, w->eps);
+        hint_one(&L->down);
         qtts_matmul_swiglu(s->gate, s->up, s->h, n, &L->gate, &L->up);
+        if (l + 1 < w->n_layers) hint_qkv(&w->layers[l + 1]);
+        else if (after) hint_one(after);
         qtts_matmul(s->h, s->gate, n, &L->down, NULL);
         qtts_add_inplace(x, s->h, (size_t)n * D);
     }
@@ -690,6 +708,9 @@ static void talker_heads(const qtts_talker_weights *w, row_scratch *s, int m) {
     for (int r = 0; r < m; r++)
         qtts_rmsnorm(s->head + (size_t)r * H, s->x + (size_t)r * H, w->talker.norm, H,
                      w->talker.eps);
+    /* a step's codec head is followed by the code predictor */
+    if (w->has_mtp) hint_one(&w->mtp);
+    else hint_qkv(&w->cp.layers[0]);
     qtts_matmul(s->logits, s->head, m, &w->codec_head, NULL);
 }
 
@@ -714,7 +735,7 @@ qtts_status qtts_talker_prefill_from(const qtts_talker_weights *w, qtts_talker_s
         const int m = QTTS_MIN(R, L - p0);
         memcpy(s->x, embeds + (size_t)p0 * H, sizeof(float) * (size_t)m * H);
         for (int r = 0; r < m; r++) s->rc[r] = talker_row(st, p0 + r);
-        stack_rows(&w->talker, s->rc, m, s->x, s);
+        stack_rows(&w->talker, s->rc, m, s->x, s, &w->codec_head);
         last = m - 1;
     }
     st->pos = L;
@@ -746,7 +767,7 @@ qtts_status qtts_talker_step_batch(const qtts_talker_weights *w, qtts_talker_ste
         s->idx[m++] = i;
     }
     if (!m) return QTTS_OK;
-    stack_rows(&w->talker, s->rc, m, s->x, s);
+    stack_rows(&w->talker, s->rc, m, s->x, s, &w->codec_head);
     talker_heads(w, s, m);
     for (int r = 0; r < m; r++) {
         qtts_talker_step_job *j = &jobs[s->idx[r]];
@@ -770,8 +791,10 @@ qtts_status qtts_talker_step(const qtts_talker_weights *w, qtts_talker_state *st
 
 /* out[n, C] = S(in[n, H]): small_to_mtp_projection or identity. */
 static void cp_project(const qtts_talker_weights *w, const float *in, int n, float *out) {
-    if (w->has_mtp)
+    if (w->has_mtp) {
+        hint_qkv(&w->cp.layers[0]);
         qtts_matmul(out, in, n, &w->mtp, w->mtp_b);
+    }
     else
         memcpy(out, in, sizeof(float) * (size_t)n * w->hidden);
 }
@@ -786,6 +809,13 @@ static int cp_heads(const qtts_talker_weights *w, row_scratch *s, qtts_cp_job *j
     for (int r = 0; r < m; r++)
         qtts_rmsnorm(s->head + (size_t)r * C, s->x + ((size_t)r * stride + off) * C, w->cp.norm,
                      C, w->cp.eps);
+    /* the next pass of the frame, or the talker's next step */
+    if (j + 2 < w->n_groups) {
+        if (w->has_mtp) hint_one(&w->mtp);
+        else hint_qkv(&w->cp.layers[0]);
+    } else {
+        hint_qkv(&w->talker.layers[0]);
+    }
     qtts_matmul(s->logits, s->head, m, &w->cp_head[j], NULL);
     int kept = 0;
     for (int r = 0; r < m; r++) {
@@ -832,7 +862,7 @@ qtts_status qtts_cp_frame_batch(const qtts_talker_weights *w, qtts_cp_job *jobs,
     }
     if (m) {
         cp_project(w, s->in, 2 * m, s->x);
-        stack_rows(&w->cp, s->rc, 2 * m, s->x, s);
+        stack_rows(&w->cp, s->rc, 2 * m, s->x, s, &w->cp_head[0]);
         m = cp_heads(w, s, jobs, m, 0, 2, 1);
     }
     for (int step = 1; step < G - 1 && m; step++) {
@@ -843,7 +873,7 @@ qtts_status qtts_cp_frame_batch(const qtts_talker_weights *w, qtts_cp_job *jobs,
             s->rc[r] = cp_row(w, j->st, step + 1);
         }
         cp_project(w, s->in, m, s->x);
-        stack_rows(&w->cp, s->rc, m, s->x, s);
+        stack_rows(&w->cp, s->rc, m, s->x, s, &w->cp_head[step]);
         m = cp_heads(w, s, jobs, m, step, 1, 0);
     }
     return QTTS_OK;

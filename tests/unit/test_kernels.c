@@ -432,6 +432,59 @@ static void test_row_determinism(void) {
     qtts_free(yb);
 }
 
+/* qtts_matmul_prefetch_next: a hint never changes a result, whether it
+ * names the matrix that comes next, another one, or one freed before the
+ * idle threads got to it (prefetches cannot fault; under ASan a plain read
+ * of it would be reported). */
+static void test_prefetch_hint(void) {
+    const int R = 301, C = 1024, N = 3;
+    tmat w = tmat_new(R, C), g = tmat_new(R, C);
+    tquant q4 = tquant_new(&w, QTTS_DT_Q4_0), gq = tquant_new(&g, QTTS_DT_Q4_0);
+    float *x = qtts_malloc(sizeof(float) * N * C);
+    float *y1 = qtts_malloc(sizeof(float) * N * R), *yh = qtts_malloc(sizeof(float) * N * R);
+    float *up = qtts_malloc(sizeof(float) * N * R);
+    fill(x, (size_t)N * C, 1.0f);
+    qtts_threads_init(1);
+    qtts_matmul(y1, x, N, &q4.m, NULL);
+    const int threads[] = {2, 4};
+    for (size_t k = 0; k < QTTS_ARRAY_LEN(threads); k++) {
+        qtts_threads_init(threads[k]);
+        for (int round = 0; round < 50; round++) {
+            /* a matrix that is freed while it is the hint */
+            tmat d = tmat_new(R, C);
+            tquant dq = tquant_new(&d, QTTS_DT_Q4_0);
+            const qtts_mat *const dw[1] = {&dq.m};
+            qtts_matmul_prefetch_next(1, dw, false);
+            tquant_free(&dq);
+            tmat_free(&d);
+            memset(yh, 0, sizeof(float) * N * R);
+            qtts_matmul(yh, x, N, &q4.m, NULL);
+            size_t at;
+            CHECK(bits_equal(yh, y1, (size_t)N * R, &at),
+                  "threads=%d round %d: a stale hint changed element %zu", threads[k], round, at);
+            /* the gate/up form and the plain form of the right matrix */
+            const qtts_mat *const gu[2] = {&gq.m, &q4.m};
+            qtts_matmul_prefetch_next(2, gu, true);
+            qtts_matmul_swiglu(yh, up, x, N, &gq.m, &q4.m);
+            const qtts_mat *const one[1] = {&q4.m};
+            qtts_matmul_prefetch_next(1, one, false);
+            memset(yh, 0, sizeof(float) * N * R);
+            qtts_matmul(yh, x, N, &q4.m, NULL);
+            CHECK(bits_equal(yh, y1, (size_t)N * R, &at),
+                  "threads=%d round %d: a hint changed element %zu", threads[k], round, at);
+        }
+    }
+    qtts_threads_shutdown();
+    tquant_free(&q4);
+    tquant_free(&gq);
+    tmat_free(&w);
+    tmat_free(&g);
+    qtts_free(x);
+    qtts_free(y1);
+    qtts_free(yh);
+    qtts_free(up);
+}
+
 /* A batch large enough that the activation codes go to the heap. */
 static void test_large_batch(void) {
     const int R = 40, C = 3072, N = 20;
@@ -927,6 +980,7 @@ int main(void) {
     TEST_RUN(test_matmul_swiglu);
     TEST_RUN(test_quant_paths);
     TEST_RUN(test_row_determinism);
+    TEST_RUN(test_prefetch_hint);
     TEST_RUN(test_large_batch);
     TEST_RUN(test_half_conversion);
     TEST_RUN(test_quantize_roundtrip);

@@ -148,12 +148,14 @@ static void test_global_pool(void) {
     CHECK(atomic_load(&j.runs) == 10, "inline after shutdown");
 }
 
-/* A task of about 5 microseconds of work. */
-static void busy_task(void *ctx, int i) {
+static void busy_wait_us(double us) {
     const double t0 = qtts_now();
-    while (qtts_now() - t0 < 5e-6) {
+    while (qtts_now() - t0 < us * 1e-6) {
     }
 }
+
+/* A task of about 5 microseconds of work. */
+static void busy_task(void *ctx, int i) { busy_wait_us(5); }
 
 /* Informational: wall time of a job of two 5 us tasks (10 us on one
  * thread, 5 us plus the dispatch cost on two). */
@@ -174,12 +176,54 @@ static void test_dispatch_latency(void) {
     }
 }
 
+/* The idle hook (qtts_threads_set_idle): called by workers between jobs
+ * and by the caller while the last tasks finish, with their participant
+ * numbers, and jobs stay exact while it works. */
+static _Atomic int idle_calls[4];
+static _Atomic int idle_bad;
+
+static bool idle_count(int participant) {
+    if (participant < 0 || participant >= 4) {
+        atomic_store(&idle_bad, participant + 1000);
+        return false;
+    }
+    atomic_fetch_add_explicit(&idle_calls[participant], 1, memory_order_relaxed);
+    return (atomic_load_explicit(&idle_calls[participant], memory_order_relaxed) & 1) != 0;
+}
+
+/* Task 1 takes 200 us, so the thread that ran task 0 waits for it. */
+static void slow_task(void *ctx, int i) {
+    if (i == 1) busy_wait_us(200);
+    atomic_fetch_add_explicit((_Atomic int *)ctx, 1, memory_order_relaxed);
+}
+
+static void test_idle_hook(void) {
+    qtts_pool *p = qtts_pool_create(2);
+    REQUIRE(p != NULL, "pool");
+    qtts_threads_set_idle(idle_count);
+    CHECK(run_rounds(p, 2000, 500), "jobs with an idle hook");
+    _Atomic int runs = 0;
+    for (int r = 0; r < 50; r++) qtts_pool_run(p, 2, slow_task, &runs);
+    CHECK(atomic_load(&runs) == 100, "%d of 100 slow tasks", atomic_load(&runs));
+    CHECK(atomic_load(&idle_calls[0]) > 0, "the caller never ran idle work");
+    CHECK(atomic_load(&idle_calls[1]) > 0, "the worker never ran idle work");
+    CHECK(atomic_load(&idle_calls[2]) == 0 && atomic_load(&idle_calls[3]) == 0,
+          "participants 2, 3 of a 2-thread pool were called");
+    CHECK(atomic_load(&idle_bad) == 0, "participant %d", atomic_load(&idle_bad) - 1000);
+    qtts_threads_set_idle(NULL);
+    const int before = atomic_load(&idle_calls[1]);
+    CHECK(run_rounds(p, 200, 0), "jobs after the hook is removed");
+    CHECK(atomic_load(&idle_calls[1]) == before, "the removed hook was called");
+    qtts_pool_destroy(p);
+}
+
 int main(void) {
     TEST_RUN(test_many_dispatches);
     TEST_RUN(test_zero_means_all_cpus);
     TEST_RUN(test_concurrent_callers);
     TEST_RUN(test_nested);
     TEST_RUN(test_global_pool);
+    TEST_RUN(test_idle_hook);
     TEST_RUN(test_dispatch_latency);
     TEST_END();
 }
