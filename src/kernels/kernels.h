@@ -107,7 +107,8 @@ void qtts_mat_free(qtts_mat *m);
  * "avx2", "neon-dotprod", "neon" or "scalar". */
 const char *qtts_kernels_isa(void);
 
-/* out = x / sqrt(mean(x²) + eps) * w  (n elements; out may alias x). */
+/* out = x / sqrt(mean(x²) + eps) * w  (n elements; out may alias x). The
+ * mean is summed in double, in a fixed order (kernels_ref.c). */
 void qtts_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
 
 /* LayerNorm with weight and bias (biased variance, like torch). */

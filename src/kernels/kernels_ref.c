@@ -186,11 +186,42 @@ void qtts_mat_row(float *out, const qtts_mat *W, int row) {
     }
 }
 
+/* Vectors of the element-wise loops below: 8 floats or doubles, whatever
+ * registers the target has (GCC splits them), with the scalar code's
+ * operations per element, so the same bits on every target. */
+typedef float ref_v8f __attribute__((vector_size(32), aligned(4)));
+typedef double ref_v8d __attribute__((vector_size(64)));
+
+/* (a macro: a function returning a 32-byte vector would change the ABI
+ * on targets without AVX) */
+#define LOAD8F(v, p) memcpy(&(v), (p), sizeof(ref_v8f))
+
+/* The sum of squares in double, in 8 lanes (lane l sums the elements
+ * i = l mod 8 of the whole groups of 8), folded ((0+4)+(1+5))+((2+6)+(3+7)),
+ * then the last n mod 8 in order. A float's square is exact in double, so
+ * only this order fixes the bits; it keeps the sum far closer to exact than
+ * the reference's fp32 reduction. The multiplies by inv and w are per
+ * element. */
 void qtts_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
-    double ss = 0; /* the reference reduces in fp32; double keeps us closer to exact */
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    float inv = 1.0f / sqrtf((float)(ss / n) + eps);
-    for (int i = 0; i < n; i++) out[i] = (x[i] * inv) * w[i];
+    ref_v8d acc = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        ref_v8f v;
+        LOAD8F(v, x + i);
+        const ref_v8d d = __builtin_convertvector(v, ref_v8d);
+        acc += d * d;
+    }
+    double ss = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (int j = i; j < n; j++) ss += (double)x[j] * x[j];
+    const float inv = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (i = 0; i + 8 <= n; i += 8) {
+        ref_v8f v, wv;
+        LOAD8F(v, x + i);
+        LOAD8F(wv, w + i);
+        v = (v * inv) * wv;
+        memcpy(out + i, &v, sizeof v);
+    }
+    for (; i < n; i++) out[i] = (x[i] * inv) * w[i];
 }
 
 void qtts_layernorm(float *out, const float *x, const float *w, const float *b, int n,
@@ -206,7 +237,18 @@ void qtts_layernorm(float *out, const float *x, const float *w, const float *b, 
 
 void qtts_rope(float *x, const float *cos, const float *sin, int d) {
     const int h = d / 2;
-    for (int i = 0; i < h; i++) {
+    int i = 0;
+    for (; i + 8 <= h; i += 8) {
+        ref_v8f a, b, c, s;
+        LOAD8F(a, x + i);
+        LOAD8F(b, x + i + h);
+        LOAD8F(c, cos + i);
+        LOAD8F(s, sin + i);
+        const ref_v8f lo = a * c - b * s, hi = b * c + a * s;
+        memcpy(x + i, &lo, sizeof lo);
+        memcpy(x + i + h, &hi, sizeof hi);
+    }
+    for (; i < h; i++) {
         float a = x[i], b = x[i + h];
         x[i] = a * cos[i] - b * sin[i];
         x[i + h] = b * cos[i] + a * sin[i];

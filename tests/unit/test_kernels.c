@@ -485,6 +485,51 @@ static void test_prefetch_hint(void) {
     qtts_free(up);
 }
 
+/* qtts_rmsnorm against the same formula with a long double sum (the
+ * summation order may move the mean of squares by a few units of 2^-53,
+ * so the output may differ from it by a rounding step: 1 float ulp, here
+ * 2^-23 relative), in place the same bits as out of place; qtts_rope the
+ * bits of its per-element formula. Lengths cover the 8-wide groups and
+ * the tails. */
+static void test_norm_rope(void) {
+    float x[1100], w[1100], out[1100], inpl[1100], cs[600], sn[600], r[1100];
+    const int lens[] = {1, 7, 8, 9, 16, 100, 128, 1024, 1031};
+    for (size_t k = 0; k < QTTS_ARRAY_LEN(lens); k++) {
+        const int n = lens[k];
+        fill(x, (size_t)n, 1.0f);
+        fill(w, (size_t)n, 1.0f);
+        qtts_rmsnorm(out, x, w, n, 1e-6f);
+        long double ss = 0;
+        for (int i = 0; i < n; i++) ss += (long double)x[i] * x[i];
+        const float inv = 1.0f / sqrtf((float)(double)(ss / n) + 1e-6f);
+        double worst = 0;
+        for (int i = 0; i < n; i++) {
+            const float want = (x[i] * inv) * w[i];
+            const double e = fabs((double)out[i] - want) / fmax(fabs(want), 1e-30);
+            worst = e > worst ? e : worst;
+        }
+        CHECK(worst <= 0x1p-23, "rmsnorm n=%d: rel error %.3g against a long double sum", n, worst);
+        memcpy(inpl, x, sizeof(float) * (size_t)n);
+        qtts_rmsnorm(inpl, inpl, w, n, 1e-6f);
+        size_t at;
+        CHECK(bits_equal(inpl, out, (size_t)n, &at), "rmsnorm n=%d in place: element %zu", n, at);
+    }
+    const int dims[] = {2, 16, 18, 64, 128, 1030};
+    for (size_t k = 0; k < QTTS_ARRAY_LEN(dims); k++) {
+        const int d = dims[k], h = d / 2;
+        fill(x, (size_t)d, 1.0f);
+        fill(cs, (size_t)h, 1.0f);
+        fill(sn, (size_t)h, 1.0f);
+        for (int i = 0; i < h; i++) {
+            r[i] = x[i] * cs[i] - x[i + h] * sn[i];
+            r[i + h] = x[i + h] * cs[i] + x[i] * sn[i];
+        }
+        qtts_rope(x, cs, sn, d);
+        size_t at;
+        CHECK(bits_equal(x, r, (size_t)d, &at), "rope d=%d: element %zu", d, at);
+    }
+}
+
 /* A batch large enough that the activation codes go to the heap. */
 static void test_large_batch(void) {
     const int R = 40, C = 3072, N = 20;
@@ -977,6 +1022,7 @@ int main(void) {
     TEST_RUN(test_quantize_act);
     TEST_RUN(test_packed_layout);
     TEST_RUN(test_attention);
+    TEST_RUN(test_norm_rope);
     TEST_RUN(test_matmul_swiglu);
     TEST_RUN(test_quant_paths);
     TEST_RUN(test_row_determinism);
