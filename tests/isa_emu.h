@@ -153,6 +153,16 @@ EMU __m512i emu_mm512_slli_epi32(__m512i a_, unsigned imm) {
     for (int i = 0; i < 16; i++) a.u32[i] = imm > 31 ? 0 : a.u32[i] << imm;
     return a.si;
 }
+EMU __m512i emu_mm512_add_epi32(__m512i a_, __m512i b_) {
+    emu512 a = {.si = a_}, b = {.si = b_};
+    for (int i = 0; i < 16; i++) a.u32[i] += b.u32[i];
+    return a.si;
+}
+EMU __m512i emu_mm512_srai_epi32(__m512i a_, unsigned imm) {
+    emu512 a = {.si = a_};
+    for (int i = 0; i < 16; i++) a.i32[i] = a.i32[i] >> (imm > 31 ? 31 : imm);
+    return a.si;
+}
 EMU __m512i emu_mm512_sub_epi32(__m512i a_, __m512i b_) {
     emu512 a = {.si = a_}, b = {.si = b_};
     for (int i = 0; i < 16; i++) a.u32[i] -= b.u32[i];
@@ -391,6 +401,10 @@ EMU __m512 emu_mm512_mask3_fmadd_ps(__m512 a_, __m512 b_, __m512 c_, __mmask16 k
 #define _mm512_slli_epi32 emu_mm512_slli_epi32
 #undef _mm512_sub_epi32
 #define _mm512_sub_epi32 emu_mm512_sub_epi32
+#undef _mm512_add_epi32
+#define _mm512_add_epi32 emu_mm512_add_epi32
+#undef _mm512_srai_epi32
+#define _mm512_srai_epi32 emu_mm512_srai_epi32
 #undef _mm512_cvtepu16_epi32
 #define _mm512_cvtepu16_epi32 emu_mm512_cvtepu16_epi32
 #undef _mm512_cvtepi32_ps

@@ -13,8 +13,8 @@
  * lanes of each 64-byte vector, so VPDPBUSD (unsigned times signed bytes)
  * sums a whole block's integer dot in one lane and the fp32 work (scale
  * product, convert, multiply-add) is one instruction per 16 blocks: the
- * reference's lane assignment. Q4_0 unpacks 128 codes per load (an and,
- * a shift and an and).
+ * reference's lane assignment. Q4_0 unpacks 128 codes per load: an and,
+ * a shift and an and, or in decode tiles two ands (tile_quant).
  */
 #include "kernels_impl.h"
 
@@ -188,14 +188,25 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
     const __m512i low4 = _mm512_set1_epi8(15);
     qtts_prefetcher pf =
         qtts_prefetch_tile(j->W->data, stride, (size_t)ng * K, rb, nr, j->n, r0, t, RW, RX);
+    /* Q4_0 decode tiles take the high nibbles in place (and 0xF0, no
+     * shift) into their own sums, 16 times the products, and add those
+     * sums shifted right by 4 once per group: exact (a multiple of 16, at
+     * most 16 x 16 x 15 x 128 per lane), so the same integer dot. It saves
+     * the 16-bit shift, which competes with VPDPBUSD for one port on Intel
+     * cores. Tiles of several x rows would need 32 sums: they shift. */
+    const bool split = q4 && RX == 1;
+    const __m512i high4 = _mm512_set1_epi8((char)0xF0);
     for (int g = 0; g < ng; g++) {
-        __m512i a[4][4];
+        __m512i a[4][4], ah[4];
 #pragma GCC unroll 4
         for (int p = 0; p < RX; p++) {
             const __m512i x0 = start(xs[p] + g * 16, q4);
 #pragma GCC unroll 4
             for (int r = 0; r < RW; r++) a[p][r] = x0;
         }
+        if (split)
+#pragma GCC unroll 4
+            for (int r = 0; r < RW; r++) ah[r] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int k = 0; k < K; k++) {
             qtts_prefetch_step(&pf);
@@ -209,7 +220,10 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
 #pragma GCC unroll 4
             for (int r = 0; r < RW; r++) {
                 const __m512i L = _mm512_loadu_si512(w[r] + (size_t)g * K * 64 + 64 * k);
-                if (q4) {
+                if (split) {
+                    a[0][r] = _mm512_dpbusd_epi32(a[0][r], _mm512_and_si512(L, low4), xk[0]);
+                    ah[r] = _mm512_dpbusd_epi32(ah[r], _mm512_and_si512(L, high4), xh[0]);
+                } else if (q4) {
                     const __m512i lo = _mm512_and_si512(L, low4);
                     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(L, 4), low4);
 #pragma GCC unroll 4
@@ -223,6 +237,9 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
                 }
             }
         }
+        if (split)
+#pragma GCC unroll 4
+            for (int r = 0; r < RW; r++) a[0][r] = _mm512_add_epi32(a[0][r], _mm512_srai_epi32(ah[r], 4));
 #pragma GCC unroll 4
         for (int r = 0; r < RW; r++) {
             const __m512 dw = _mm512_cvtph_ps(
