@@ -238,6 +238,17 @@ static void mm_bf16(const qtts_mm_job *j, int r0, int r1) {
 
 /* ==== Q8_0 / Q4_0 ======================================================== */
 
+/* With VNNI, Q4_0's high nibbles are taken in place (an and with 0xF0)
+ * into their own sums, 16 times the products, which are added shifted
+ * right by 4 once per half group: exact, so the same integer dot, without
+ * a 16-bit shift per vector. Without VNNI, maddubs would saturate on
+ * 240 x 127 pairs, so the nibbles are shifted down. */
+#ifdef QTTS_AVXVNNI
+#define Q4_SPLIT 1
+#else
+#define Q4_SPLIT 0
+#endif
+
 /* a + the 8 lanes' int32 dots of unsigned bytes u and signed bytes x
  * (4 bytes a lane). Without VNNI: maddubs (pairs to 16 bits, saturating)
  * then madd with ones; only for u <= 15 (Q4_0 nibbles: pair sums at most
@@ -290,6 +301,7 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
     const int32_t *xs[2];
     __m256 acc[2][4][2];
     const __m256i low4 = _mm256_set1_epi8(15);
+    const __m256i high4 = _mm256_set1_epi8((char)0xF0);   /* Q4_SPLIT */
 #pragma GCC unroll 4
     for (int r = 0; r < RW; r++) w[r] = (const uint8_t *)j->W->data + (size_t)(r0 + r) * stride;
 #pragma GCC unroll 2
@@ -316,10 +328,13 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
             for (int r = 0; r < RW; r++) {
                 const uint8_t *cw = w[r] + (size_t)g * K * 64 + 32 * h;
                 const uint8_t *sw = w[r] + code_bytes + (size_t)g * 32 + 16 * h;
-                __m256i a[2];
+                __m256i a[2], ah[2];
                 qtts_prefetch_step(&pf);
 #pragma GCC unroll 2
-                for (int p = 0; p < RX; p++) a[p] = x0[p];
+                for (int p = 0; p < RX; p++) {
+                    a[p] = x0[p];
+                    ah[p] = _mm256_setzero_si256();
+                }
 #pragma GCC unroll 8
                 for (int k = 0; k < K; k++) {
                     const __m256i L = _mm256_loadu_si256((const __m256i *)(cw + 64 * k));
@@ -330,12 +345,18 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
                         if (q4) {
                             const __m256i xh = _mm256_loadu_si256((const __m256i *)(xg + 64 * (k + 4)));
                             a[p] = dot_u(a[p], _mm256_and_si256(L, low4), xk);
-                            a[p] = dot_u(a[p], _mm256_and_si256(_mm256_srli_epi16(L, 4), low4), xh);
+                            if (Q4_SPLIT)
+                                ah[p] = dot_u(ah[p], _mm256_and_si256(L, high4), xh);
+                            else
+                                a[p] = dot_u(a[p], _mm256_and_si256(_mm256_srli_epi16(L, 4), low4), xh);
                         } else {
                             a[p] = dot_q8(a[p], L, xk);
                         }
                     }
                 }
+                if (q4 && Q4_SPLIT)
+#pragma GCC unroll 2
+                    for (int p = 0; p < RX; p++) a[p] = _mm256_add_epi32(a[p], _mm256_srai_epi32(ah[p], 4));
                 const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sw));
 #pragma GCC unroll 2
                 for (int p = 0; p < RX; p++)
