@@ -735,6 +735,7 @@ qtts_status qtts_talker_prefill_from(const qtts_talker_weights *w, qtts_talker_s
         const int m = QTTS_MIN(R, L - p0);
         memcpy(s->x, embeds + (size_t)p0 * H, sizeof(float) * (size_t)m * H);
         for (int r = 0; r < m; r++) s->rc[r] = talker_row(st, p0 + r);
+        /* (the hint is exact for the last chunk; prefill is compute-bound) */
         stack_rows(&w->talker, s->rc, m, s->x, s, &w->codec_head);
         last = m - 1;
     }
@@ -794,9 +795,9 @@ static void cp_project(const qtts_talker_weights *w, const float *in, int n, flo
     if (w->has_mtp) {
         hint_qkv(&w->cp.layers[0]);
         qtts_matmul(out, in, n, &w->mtp, w->mtp_b);
-    }
-    else
+    } else {
         memcpy(out, in, sizeof(float) * (size_t)n * w->hidden);
+    }
 }
 
 /* CP step j for the m live jobs of s->idx, whose rows sit at
