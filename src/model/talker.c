@@ -604,6 +604,11 @@ static void hint_qkv(const qtts_layer_weights *L) {
     qtts_matmul_prefetch_next(3, W, false);
 }
 
+static void hint_gate_up(const qtts_layer_weights *L) {
+    const qtts_mat *const W[2] = {&L->gate, &L->up};
+    qtts_matmul_prefetch_next(2, W, true);
+}
+
 static void hint_one(const qtts_mat *W) { qtts_matmul_prefetch_next(1, &W, false); }
 
 /* Run the stack on x[n, D], row r described by rc[r] (n <= s->cap; two
@@ -626,10 +631,7 @@ static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, fl
         }
         attn_job aj = {w, L, rc, n, l, s->q, s->kk, s->vv, s->att};
         qtts_parallel_for(w->n_kv, attn_group, &aj);
-        {
-            const qtts_mat *const W[2] = {&L->gate, &L->up};
-            qtts_matmul_prefetch_next(2, W, true);
-        }
+        hint_gate_up(L);
         qtts_matmul(s->h, s->att, n, &L->o, NULL);
         qtts_add_inplace(x, s->h, (size_t)n * D);
 

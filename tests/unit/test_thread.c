@@ -3,7 +3,8 @@
  * runs exactly once and its writes are visible to the caller, over tens of
  * thousands of dispatches at 1, 2 and 4 threads; workers that went to
  * sleep wake up; a second caller and a nested parallel-for run inline
- * instead of deadlocking; the process-wide pool follows qtts_threads_init.
+ * instead of deadlocking; the process-wide pool follows qtts_threads_init;
+ * the idle hook runs for the caller and the workers while they wait.
  * Built under ThreadSanitizer by `make test-tsan`. Prints the dispatch
  * cost for information.
  */
@@ -187,8 +188,8 @@ static bool idle_count(int participant) {
         atomic_store(&idle_bad, participant + 1000);
         return false;
     }
-    atomic_fetch_add_explicit(&idle_calls[participant], 1, memory_order_relaxed);
-    return (atomic_load_explicit(&idle_calls[participant], memory_order_relaxed) & 1) != 0;
+    /* more work on every other call */
+    return (atomic_fetch_add_explicit(&idle_calls[participant], 1, memory_order_relaxed) & 1) == 0;
 }
 
 /* Task 1 takes 200 us, so the thread that ran task 0 waits for it. */
