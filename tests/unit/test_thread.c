@@ -192,10 +192,24 @@ static bool idle_count(int participant) {
     return (atomic_fetch_add_explicit(&idle_calls[participant], 1, memory_order_relaxed) & 1) == 0;
 }
 
-/* Task 1 takes 200 us, so the thread that ran task 0 waits for it. */
+/* A job of two tasks that two threads run at once: each task waits (up
+ * to 0.1 s) until both have started, so one thread cannot take both even
+ * when the other is descheduled on a busy machine. Then the worker's task
+ * takes 200 us more, so the caller waits for it, whichever task each
+ * thread claimed. */
+typedef struct {
+    pthread_t caller;
+    _Atomic int started, finished;
+} slow_job;
+
 static void slow_task(void *ctx, int i) {
-    if (i == 1) busy_wait_us(200);
-    atomic_fetch_add_explicit((_Atomic int *)ctx, 1, memory_order_relaxed);
+    slow_job *j = ctx;
+    atomic_fetch_add(&j->started, 1);
+    const double t0 = qtts_now();
+    while (atomic_load(&j->started) < 2 && qtts_now() - t0 < 0.1) {
+    }
+    if (!pthread_equal(pthread_self(), j->caller)) busy_wait_us(200);
+    atomic_fetch_add_explicit(&j->finished, 1, memory_order_relaxed);
 }
 
 static void test_idle_hook(void) {
@@ -203,9 +217,14 @@ static void test_idle_hook(void) {
     REQUIRE(p != NULL, "pool");
     qtts_threads_set_idle(idle_count);
     CHECK(run_rounds(p, 2000, 500), "jobs with an idle hook");
-    _Atomic int runs = 0;
-    for (int r = 0; r < 50; r++) qtts_pool_run(p, 2, slow_task, &runs);
-    CHECK(atomic_load(&runs) == 100, "%d of 100 slow tasks", atomic_load(&runs));
+    /* until both have waited (the caller takes task 0 in most jobs) */
+    int runs = 0, r = 0;
+    for (; r < 500 && !(atomic_load(&idle_calls[0]) && atomic_load(&idle_calls[1])); r++) {
+        slow_job j = {.caller = pthread_self()};
+        qtts_pool_run(p, 2, slow_task, &j);
+        runs += atomic_load(&j.finished);
+    }
+    CHECK(runs == 2 * r, "%d of %d slow tasks", runs, 2 * r);
     CHECK(atomic_load(&idle_calls[0]) > 0, "the caller never ran idle work");
     CHECK(atomic_load(&idle_calls[1]) > 0, "the worker never ran idle work");
     CHECK(atomic_load(&idle_calls[2]) == 0 && atomic_load(&idle_calls[3]) == 0,
