@@ -510,6 +510,7 @@ static void usage_bench(FILE *f) {
           "      --quant-talker Q, --quant-cp Q   per component\n"
           "      --codec F            codec decoder convolutions: fp32 (default) or bf16 (its floor\n"
           "                           stays the fp32 FMA probe's, so it can come out below 1)\n"
+          "      --kv-cache F         the talker's KV cache: f32 or bf16 (default bf16 for int8/int4)\n"
           "  -j, --threads N          threads (default: all cores)\n"
           "      --frames N           frames per run (default 100; fewer if EOS comes first)\n"
           "      --runs N             runs (default 5)\n"
@@ -589,6 +590,7 @@ int qtts_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--quant-talker")) eo.quant_talker = NEXT();
         else if (!strcmp(a, "--quant-cp")) eo.quant_cp = NEXT();
         else if (!strcmp(a, "--codec")) eo.codec = NEXT();
+        else if (!strcmp(a, "--kv-cache")) eo.kv_cache = NEXT();
         else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) eo.n_threads = (int)parse_int(a, NEXT(), 0, 1024);
         else if (!strcmp(a, "--frames")) frames = (int)parse_int(a, NEXT(), 1, 100000);
         else if (!strcmp(a, "--runs")) runs = (int)parse_int(a, NEXT(), 1, MAX_RUNS);
@@ -716,8 +718,9 @@ int qtts_cmd_bench(int argc, char **argv) {
         printf("{\"model\":");
         json_str(model);
         printf(",\"kind\":\"%s\",\"size\":\"%s\",\"quant\":{\"talker\":\"%s\",\"cp\":\"%s\","
-               "\"codec\":\"%s\"},",
-               kinds[info.kind], info.size, info.quant_talker, info.quant_cp, info.codec);
+               "\"codec\":\"%s\",\"kv_cache\":\"%s\"},",
+               kinds[info.kind], info.size, info.quant_talker, info.quant_cp, info.codec,
+               info.kv_cache);
         printf("\"machine\":{\"cpu\":");
         json_str(cpu);
         printf(",\"cpus\":%d,\"threads\":%d,\"isa\":\"%s\"},", qtts_cpu_count(), threads, isa);
@@ -744,9 +747,10 @@ int qtts_cmd_bench(int argc, char **argv) {
                "\"rtf\":%.3f,\"audio_s\":%.3f,\"peak_rss_mb\":%.1f,\"rss_after_open_mb\":%.1f}\n",
                prefill_ms, prefill_rows, ref_skip_ms, ttfa, rtf, audio_s, rss_peak_mb, rss_open_mb);
     } else {
-        printf("qwen3-tts bench: %s (%s %s), talker %s, code predictor %s, codec %s, %s backend\n",
+        printf("qwen3-tts bench: %s (%s %s), talker %s, code predictor %s, codec %s, KV cache %s, "
+               "%s backend\n",
                model, kinds[info.kind], info.size, info.quant_talker, info.quant_cp, info.codec,
-               backend ? backend : "cpu");
+               info.kv_cache, backend ? backend : "cpu");
         printf("machine: %s, %d CPUs, %d threads, kernels %s\n", cpu, qtts_cpu_count(), threads, isa);
         printf("probes (medians): talker weights read at %.1f GB/s, code predictor's at %.1f GB/s; "
                "fp32 FMA %.0f GFLOP/s (%s), int8 dot %.0f GOP/s (%s)\n",

@@ -112,6 +112,8 @@ static void usage_synth(FILE *f) {
         "      --codec F            codec decoder convolutions: fp32 (default, exact) or bf16\n"
         "                           (about 1.8x faster on CPUs with AVX512-BF16 or AArch64 BF16;\n"
         "                           lossy, docs/QUANT.md)\n"
+        "      --kv-cache F         the talker's KV cache: f32 or bf16 (half the bytes, faster\n"
+        "                           long outputs; default bf16 with --quant, else f32)\n"
         "      --check-weights      scan every weight for NaN/infinity at load and refuse the\n"
         "                           model naming the tensor (reads all the weights once)\n"
         "other:\n"
@@ -285,7 +287,7 @@ static int cmd_synth(int argc, char **argv) {
     const char *model = NULL, *text = NULL, *text_file = NULL, *out = "out.wav";
     const char *codes_out = NULL, *codes_in = NULL, *backend = NULL;
     const char *ref_audio = NULL, *voice_in = NULL, *voice_out = NULL;
-    const char *quant_talker = NULL, *quant_cp = NULL, *codec = NULL;
+    const char *quant_talker = NULL, *quant_cp = NULL, *codec = NULL, *kv_cache = NULL;
     bool check_weights = false;
     bool raw = false, f32 = false, quiet = false, list_spk = false, list_lang = false;
     int max_frames = -1, threads = 0;
@@ -339,6 +341,7 @@ static int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--quant-talker")) quant_talker = NEXT();
         else if (!strcmp(a, "--quant-cp")) quant_cp = NEXT();
         else if (!strcmp(a, "--codec")) codec = NEXT();
+        else if (!strcmp(a, "--kv-cache")) kv_cache = NEXT();
         else if (!strcmp(a, "--check-weights")) check_weights = true;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
         else die("synth: unknown option '%s' (see qwen3-tts synth --help)", a);
@@ -358,6 +361,7 @@ static int cmd_synth(int argc, char **argv) {
     eo.quant_talker = quant_talker;
     eo.quant_cp = quant_cp;
     eo.codec = codec;
+    eo.kv_cache = kv_cache;
     eo.check_weights = check_weights;
     qtts_engine *eng = NULL;
     double t_load = qtts_cli_now();
@@ -717,6 +721,8 @@ static void usage_serve(FILE *f) {
         "                               (or serve a directory written by 'qwen3-tts quantize')\n"
         "      --codec F                codec decoder convolutions: fp32 (default) or bf16 (faster\n"
         "                               on CPUs with AVX512-BF16 or AArch64 BF16; lossy)\n"
+        "      --kv-cache F             the talker's KV cache: f32 or bf16 (default bf16 for int8/int4\n"
+        "                               weights, else f32)\n"
         "      --check-weights          scan every weight for NaN/infinity at load; a bad one\n"
         "                               fails the load (/health 503, the tensor in the log)\n"
         "      --backend NAME           cpu (default) or cuda (a CUDA build on a GPU machine)\n"
@@ -779,6 +785,7 @@ static int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--stream-chunk")) c.stream_chunk_frames = (int)parse_long(a, NEXT(), 0, 300);
         else if (!strcmp(a, "--quant")) c.quant = NEXT();
         else if (!strcmp(a, "--codec")) c.codec = NEXT();
+        else if (!strcmp(a, "--kv-cache")) c.kv_cache = NEXT();
         else if (!strcmp(a, "--check-weights")) c.check_weights = true;
         else if (!strcmp(a, "--backend")) c.backend = NEXT();
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) c.log = NULL;

@@ -79,6 +79,13 @@ typedef struct {
      * x86 AVX512-BF16 or AArch64 BF16:
      * QTTS_ERR_UNSUPPORTED elsewhere). Lossy: docs/QUANT.md. */
     const char *codec;
+    /* The talker's KV cache: "f32" or "bf16" (half the bytes: each decode
+     * step reads the whole cache, so a long output runs faster, e.g. the
+     * 0.6B int4 talker step at 1000 positions ~0.8x, and each session
+     * holds half the memory). NULL or "" choose: bf16 where the talker's
+     * weights are int8/int4 (already lossy; the cache adds far less error,
+     * docs/QUANT.md), f32 for the exact path. bf16 needs the CPU backend. */
+    const char *kv_cache;
     /* Scan every float weight (model.safetensors and
      * speech_tokenizer/model.safetensors) for NaN and infinity at open and
      * refuse the model naming the tensor (QTTS_ERR_FORMAT). Reads all the
@@ -109,6 +116,7 @@ typedef struct {
     const char *quant_talker;  /* weight format as loaded: "none", "int8" or "int4" */
     const char *quant_cp;
     const char *codec;         /* codec decoder convolutions: "fp32" or "bf16" */
+    const char *kv_cache;      /* the talker's KV cache: "f32" or "bf16" */
 } qtts_model_info;
 
 void qtts_engine_info(const qtts_engine *e, qtts_model_info *info);

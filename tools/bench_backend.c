@@ -4,14 +4,15 @@
  * backend):
  *
  *   bench_backend MODEL_DIR [--backend NAME] [--frames N] [--prompt L]
- *                 [--batch B] [--window T] [--greedy] [--threads N]
+ *                 [--batch B] [--window T] [--greedy] [--threads N] [--kv f32|bf16]
  *
  * A prefill of L random rows, then N frames of talker step + code-predictor
  * frame (sampled with the model's defaults unless --greedy) for B sequences
  * at once (B > 1: the batched stages), then codec-decoder windows of T
  * frames. Prints milliseconds per frame of each stage (median of the
  * frames after the first, which includes one-time setup such as graph
- * capture) and the decoder's milliseconds per frame of audio.
+ * capture) and the decoder's milliseconds per frame of audio. --kv bf16:
+ * the talker's KV cache in bf16 (CPU backend).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ static void die(const char *what, const qtts_err *err) {
 int main(int argc, char **argv) {
     const char *dir = NULL, *backend = "cpu";
     int frames = 50, L = 100, B = 1, T = 100, threads = 0;
-    bool greedy = false;
+    bool greedy = false, kv_bf16 = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
         else if (!strcmp(argv[i], "--frames") && i + 1 < argc) frames = atoi(argv[++i]);
@@ -53,10 +54,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--window") && i + 1 < argc) T = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--greedy")) greedy = true;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--kv") && i + 1 < argc) kv_bf16 = !strcmp(argv[++i], "bf16");
         else if (argv[i][0] != '-' && !dir) dir = argv[i];
         else {
             fprintf(stderr, "usage: bench_backend MODEL_DIR [--backend NAME] [--frames N] "
-                            "[--prompt L] [--batch B] [--window T] [--greedy] [--threads N]\n");
+                            "[--prompt L] [--batch B] [--window T] [--greedy] [--threads N] "
+                            "[--kv f32|bf16]\n");
             return 2;
         }
     }
@@ -75,6 +78,7 @@ int main(int argc, char **argv) {
     if (qtts_config_load(dir, &cfg, &err) || qtts_st_set_open(dir, "model", &st, &err) ||
         qtts_talker_load(&cfg, st, &w, &err) || qtts_codec_decoder_load(dir, &cfg, &codec, &err))
         die("load", &err);
+    if (kv_bf16) w->kv = QTTS_KV_BF16;
     const double t_load = qtts_now() - t0;
     t0 = qtts_now();
     if (qtts_backend_open(backend, w, codec, &be, &err)) die("backend", &err);

@@ -201,6 +201,16 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
         return qtts_fail(err, QTTS_ERR_INVALID,
                          "the bf16 codec is a CPU option; backend '%.32s' decodes on its own",
                          opts->backend);
+    const bool kv_auto = !opts->kv_cache || !*opts->kv_cache;
+    const bool kv_bf16 = !kv_auto && !strcmp(opts->kv_cache, "bf16");
+    if (!kv_auto && !kv_bf16 && strcmp(opts->kv_cache, "f32"))
+        return qtts_fail(err, QTTS_ERR_INVALID, "unknown KV cache format '%.32s' (f32, bf16)",
+                         opts->kv_cache);
+    const bool cpu = !opts->backend || !strcmp(opts->backend, "cpu");
+    if (kv_bf16 && !cpu)
+        return qtts_fail(err, QTTS_ERR_INVALID,
+                         "the bf16 KV cache is a CPU option; backend '%.32s' keeps its own",
+                         opts->backend);
     qtts_engine *e = qtts_calloc(1, sizeof *e);
     if (!e) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory");
     qtts_status st;
@@ -221,6 +231,9 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
     e->codec_bf16 = codec_bf16;
     if ((st = qtts_st_set_open(dir, "model", &e->weights, err))) goto fail;
     if ((st = qtts_talker_load_quant(&e->cfg, e->weights, &quant, &e->talker, err))) goto fail;
+    /* before any state: each session's cache takes this format */
+    if (kv_bf16 || (kv_auto && cpu && e->talker->quant.talker != QTTS_QUANT_NONE))
+        e->talker->kv = QTTS_KV_BF16;
     if (e->cfg.model_type == QTTS_MODEL_BASE) {
         if ((st = qtts_spk_enc_load(e->weights, &e->cfg, &e->spk, err))) goto fail;
         if ((st = qtts_codec_encoder_load(dir, &e->cfg, &e->cenc, err))) goto fail;
@@ -263,6 +276,7 @@ void qtts_engine_info(const qtts_engine *e, qtts_model_info *info) {
     info->quant_talker = qtts_quant_name(e->talker->quant.talker);
     info->quant_cp = qtts_quant_name(e->talker->quant.cp);
     info->codec = e->codec_bf16 ? "bf16" : "fp32";
+    info->kv_cache = e->talker->kv == QTTS_KV_BF16 ? "bf16" : "f32";
 }
 
 /* ==== bench hooks (engine_internal.h) ==================================== */

@@ -16,15 +16,40 @@
  *     16 of them per instruction changes nothing.
  * The compiler may not fuse the multiplies and adds: the build passes
  * -ffp-contract=off.
+ *
+ * K and V are fp32 or bf16 (a bf16 KV cache, kernels.h): bf16 values are
+ * widened exactly as they are loaded, so a bf16 call gives the bits of the
+ * fp32 call on the widened cache. Each loop is written once over a
+ * `const bool bf16` that every caller passes as a constant.
  */
 #ifndef QTTS_ATTN_IMPL_H
 #define QTTS_ATTN_IMPL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef float qtts_v8f __attribute__((vector_size(32), aligned(4)));
 typedef float qtts_v16f __attribute__((vector_size(64), aligned(4)));
+typedef uint16_t qtts_v8h __attribute__((vector_size(16), aligned(2)));
+typedef uint16_t qtts_v16h __attribute__((vector_size(32), aligned(2)));
+typedef uint32_t qtts_v8u __attribute__((vector_size(32)));
+typedef uint32_t qtts_v16u __attribute__((vector_size(64)));
+
+#define ATTN_INLINE static inline __attribute__((always_inline))
+
+/* Element i of a K/V cache (fp32, or bf16 widened: the bits shifted up). */
+ATTN_INLINE const void *attn_at(const void *p, size_t i, const bool bf16) {
+    return bf16 ? (const void *)((const uint16_t *)p + i) : (const void *)((const float *)p + i);
+}
+
+ATTN_INLINE float attn_get(const void *p, size_t i, const bool bf16) {
+    if (!bf16) return ((const float *)p)[i];
+    const uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 static inline float attn_fold8(qtts_v8f a) {
     return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
@@ -38,30 +63,52 @@ static inline qtts_v8f attn_load8(const float *p, int n) {
     return v;
 }
 
-/* Rows of K or V a position block prefetches ahead of its own: 16 rows
- * (8 KB for 128-wide heads). A long context's cache (28 layers x 8 heads x
- * 512 B per position, K and V: 115 MB at 500 positions) streams from DRAM
- * every step, and the hardware prefetchers alone ramp up at every 4 KB
- * page. */
-#define ATTN_PF_ROWS 16
+/* attn_load8 of a K row (fp32 or bf16) from element i. */
+ATTN_INLINE qtts_v8f attn_load8kv(const void *p, size_t i, int n, const bool bf16) {
+    if (!bf16) return attn_load8((const float *)p + i, n);
+    qtts_v8h h = {0};
+    if (n >= 8) memcpy(&h, (const uint16_t *)p + i, sizeof h);
+    else memcpy(&h, (const uint16_t *)p + i, sizeof(uint16_t) * (size_t)n);
+    return (qtts_v8f)(__builtin_convertvector(h, qtts_v8u) << 16);
+}
 
-static inline void attn_prefetch_row(const float *r, int d) {
-    for (int i = 0; i < d; i += 16) __builtin_prefetch(r + i, 0, 3);
+/* *v = 16 values of a V row (fp32 or bf16) from element i (an out
+ * parameter: a 64-byte vector return is an ABI warning without AVX-512). */
+ATTN_INLINE void attn_load16kv(qtts_v16f *v, const void *p, size_t i, const bool bf16) {
+    if (!bf16) {
+        memcpy(v, (const float *)p + i, sizeof *v);
+        return;
+    }
+    qtts_v16h h;
+    memcpy(&h, (const uint16_t *)p + i, sizeof h);
+    *v = (qtts_v16f)(__builtin_convertvector(h, qtts_v16u) << 16);
+}
+
+/* Rows of K or V a position block prefetches ahead of its own: 16 fp32
+ * rows (8 KB for 128-wide heads), or as many bytes of bf16 rows (32). A
+ * long context's cache (28 layers x 8 heads x 512 B per position, K and V,
+ * in fp32: 115 MB at 500 positions) streams from DRAM every step, and the
+ * hardware prefetchers alone ramp up at every 4 KB page. */
+#define ATTN_PF_ROWS(bf16) ((bf16) ? 32 : 16)
+
+/* The lines of one row of d elements. */
+ATTN_INLINE void attn_prefetch_row(const void *r, int d, const bool bf16) {
+    const size_t bytes = (size_t)d * (bf16 ? 2 : 4);
+    for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch((const char *)r + i, 0, 3);
 }
 
 /* One block of four positions (k0: the first one's row) against one or
  * two heads: s[h * lds + r] for the heads q + h * d. Each sum is its own
  * variable: GCC keeps these eight in registers, where an array of them
  * lands on the stack and halves the speed. */
-static inline __attribute__((always_inline)) void attn_scores4(float *s, size_t lds,
-                                                               const float *q, const int nh,
-                                                               const float *k0, size_t ldk, int d,
-                                                               float scale) {
+ATTN_INLINE void attn_scores4(float *s, size_t lds, const float *q, const int nh, const void *k0,
+                              size_t ldk, int d, float scale, const bool bf16) {
     qtts_v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
     for (int i = 0; i < d; i += 8) {
-        const qtts_v8f k_0 = attn_load8(k0 + i, d - i), k_1 = attn_load8(k0 + ldk + i, d - i);
-        const qtts_v8f k_2 = attn_load8(k0 + 2 * ldk + i, d - i);
-        const qtts_v8f k_3 = attn_load8(k0 + 3 * ldk + i, d - i);
+        const qtts_v8f k_0 = attn_load8kv(k0, (size_t)i, d - i, bf16);
+        const qtts_v8f k_1 = attn_load8kv(k0, ldk + i, d - i, bf16);
+        const qtts_v8f k_2 = attn_load8kv(k0, 2 * ldk + i, d - i, bf16);
+        const qtts_v8f k_3 = attn_load8kv(k0, 3 * ldk + i, d - i, bf16);
         const qtts_v8f qa = attn_load8(q + i, d - i);
         a0 = a0 + qa * k_0;
         a1 = a1 + qa * k_1;
@@ -89,27 +136,38 @@ static inline __attribute__((always_inline)) void attn_scores4(float *s, size_t 
 
 /* scores[h * lds + j] for nh heads sharing K: each K row is read once for
  * two heads at a time (grouped-query attention). */
-static void attn_scores_v(float *scores, size_t lds, const float *q, int nh, const float *k,
-                          size_t ldk, int ctx, int d, float scale) {
+ATTN_INLINE void attn_scores_t(float *scores, size_t lds, const float *q, int nh, const void *k,
+                               size_t ldk, int ctx, int d, float scale, const bool bf16) {
+    const int pf = ATTN_PF_ROWS(bf16);
     int j = 0;
     for (; j + 4 <= ctx; j += 4) {   /* four positions at once: independent chains */
-        const float *k0 = k + (size_t)j * ldk;
-        for (int r = 0; r < 4 && j + ATTN_PF_ROWS + r < ctx; r++)
-            attn_prefetch_row(k0 + (size_t)(ATTN_PF_ROWS + r) * ldk, d);
+        const void *k0 = attn_at(k, (size_t)j * ldk, bf16);
+        for (int r = 0; r < 4 && j + pf + r < ctx; r++)
+            attn_prefetch_row(attn_at(k0, (size_t)(pf + r) * ldk, bf16), d, bf16);
         int h = 0;
         for (; h + 2 <= nh; h += 2)   /* constant head counts: the sums stay in registers */
-            attn_scores4(scores + h * lds + j, lds, q + (size_t)h * d, 2, k0, ldk, d, scale);
+            attn_scores4(scores + h * lds + j, lds, q + (size_t)h * d, 2, k0, ldk, d, scale, bf16);
         if (h < nh)
-            attn_scores4(scores + h * lds + j, lds, q + (size_t)h * d, 1, k0, ldk, d, scale);
+            attn_scores4(scores + h * lds + j, lds, q + (size_t)h * d, 1, k0, ldk, d, scale, bf16);
     }
     for (; j < ctx; j++)
         for (int h = 0; h < nh; h++) {
             qtts_v8f a = {0};
             for (int i = 0; i < d; i += 8)
                 a = a + attn_load8(q + (size_t)h * d + i, d - i) *
-                            attn_load8(k + (size_t)j * ldk + i, d - i);
+                            attn_load8kv(k, (size_t)j * ldk + i, d - i, bf16);
             scores[h * lds + j] = attn_fold8(a) * scale;
         }
+}
+
+static void attn_scores_v(float *scores, size_t lds, const float *q, int nh, const float *k,
+                          size_t ldk, int ctx, int d, float scale) {
+    attn_scores_t(scores, lds, q, nh, k, ldk, ctx, d, scale, false);
+}
+
+static void attn_scores_bf16_v(float *scores, size_t lds, const float *q, int nh,
+                               const uint16_t *k, size_t ldk, int ctx, int d, float scale) {
+    attn_scores_t(scores, lds, q, nh, k, ldk, ctx, d, scale, true);
 }
 
 /* out[h * d + i] for nh heads sharing V: 64 outputs at a time held in
@@ -123,19 +181,18 @@ static void attn_scores_v(float *scores, size_t lds, const float *q, int nh, con
 #define ATTN_OUT_PAIR 0
 #endif
 
-static inline __attribute__((always_inline)) void attn_out64(float *o, const float *p,
-                                                             size_t ldp, const int nh,
-                                                             const float *v, size_t ldv, int ctx,
-                                                             int d, bool pf) {
+ATTN_INLINE void attn_out64(float *o, const float *p, size_t ldp, const int nh, const void *v,
+                            size_t ldv, int ctx, int d, bool pf, const bool bf16) {
+    const int dist = ATTN_PF_ROWS(bf16);
     qtts_v16f o0 = {0}, o1 = {0}, o2 = {0}, o3 = {0}, u0 = {0}, u1 = {0}, u2 = {0}, u3 = {0};
     for (int j = 0; j < ctx; j++) {
-        const float *vj = v + (size_t)j * ldv;
-        if (pf && j + ATTN_PF_ROWS < ctx) attn_prefetch_row(vj + ATTN_PF_ROWS * ldv, d);
+        const void *vj = attn_at(v, (size_t)j * ldv, bf16);
+        if (pf && j + dist < ctx) attn_prefetch_row(attn_at(vj, (size_t)dist * ldv, bf16), d, bf16);
         qtts_v16f w0, w1, w2, w3;
-        memcpy(&w0, vj, sizeof w0);
-        memcpy(&w1, vj + 16, sizeof w1);
-        memcpy(&w2, vj + 32, sizeof w2);
-        memcpy(&w3, vj + 48, sizeof w3);
+        attn_load16kv(&w0, vj, 0, bf16);
+        attn_load16kv(&w1, vj, 16, bf16);
+        attn_load16kv(&w2, vj, 32, bf16);
+        attn_load16kv(&w3, vj, 48, bf16);
         const float pj = p[j];
         o0 = o0 + pj * w0;
         o1 = o1 + pj * w1;
@@ -161,8 +218,8 @@ static inline __attribute__((always_inline)) void attn_out64(float *o, const flo
     }
 }
 
-static void attn_out_v(float *out, const float *p, size_t ldp, int nh, const float *v,
-                       size_t ldv, int ctx, int d) {
+ATTN_INLINE void attn_out_t(float *out, const float *p, size_t ldp, int nh, const void *v,
+                            size_t ldv, int ctx, int d, const bool bf16) {
     for (int h = 0; h < nh;) {
         const int two = ATTN_OUT_PAIR && h + 2 <= nh;
         const float *ph = p + h * ldp;
@@ -171,17 +228,29 @@ static void attn_out_v(float *out, const float *p, size_t ldp, int nh, const flo
         for (; i + 64 <= d; i += 64) {
             /* the first pass over the rows prefetches whole rows ahead */
             const bool pf = h == 0 && i == 0;
-            if (two) attn_out64(oh + i, ph, ldp, 2, v + i, ldv, ctx, d, pf);
-            else attn_out64(oh + i, ph, ldp, 1, v + i, ldv, ctx, d, pf);
+            const void *vi = attn_at(v, (size_t)i, bf16);
+            if (two) attn_out64(oh + i, ph, ldp, 2, vi, ldv, ctx, d, pf, bf16);
+            else attn_out64(oh + i, ph, ldp, 1, vi, ldv, ctx, d, pf, bf16);
         }
         for (int hh = 0; hh < 1 + two; hh++)
             for (int ii = i; ii < d; ii++) {
                 float o = 0.0f;
-                for (int j = 0; j < ctx; j++) o += ph[hh * ldp + j] * v[(size_t)j * ldv + ii];
+                for (int j = 0; j < ctx; j++)
+                    o += ph[hh * ldp + j] * attn_get(v, (size_t)j * ldv + ii, bf16);
                 oh[(size_t)hh * d + ii] = o;
             }
         h += 1 + two;
     }
+}
+
+static void attn_out_v(float *out, const float *p, size_t ldp, int nh, const float *v,
+                       size_t ldv, int ctx, int d) {
+    attn_out_t(out, p, ldp, nh, v, ldv, ctx, d, false);
+}
+
+static void attn_out_bf16_v(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
+                            size_t ldv, int ctx, int d) {
+    attn_out_t(out, p, ldp, nh, v, ldv, ctx, d, true);
 }
 
 #endif

@@ -499,3 +499,17 @@ void qtts_attn_out(float *out, const float *p, size_t ldp, int nh, const float *
                    int ctx, int d) {
     qtts_isa_active()->attn_out(out, p, ldp, nh, v, ldv, ctx, d);
 }
+
+void qtts_attn_scores_bf16(float *scores, size_t lds, const float *q, int nh, const uint16_t *k,
+                           size_t ldk, int ctx, int d, float scale) {
+    qtts_isa_active()->attn_scores_bf16(scores, lds, q, nh, k, ldk, ctx, d, scale);
+}
+
+void qtts_attn_out_bf16(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
+                        size_t ldv, int ctx, int d) {
+    qtts_isa_active()->attn_out_bf16(out, p, ldp, nh, v, ldv, ctx, d);
+}
+
+void qtts_f32_to_bf16_row(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = qtts_f32_to_bf16(src[i]);
+}

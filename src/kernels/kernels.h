@@ -161,6 +161,17 @@ void qtts_attn_scores(float *scores, size_t lds, const float *q, int nh, const f
 void qtts_attn_out(float *out, const float *p, size_t ldp, int nh, const float *v, size_t ldv,
                    int ctx, int d);
 
+/* The same over a bf16 K/V cache (the talker's, when the engine asks for
+ * one: half the bytes that every decode step reads). Each value is
+ * widened exactly, so the results are the fp32 calls' bits on the widened
+ * cache. qtts_f32_to_bf16_row rounds a row into such a cache (to nearest
+ * even, qtts_f32_to_bf16). */
+void qtts_attn_scores_bf16(float *scores, size_t lds, const float *q, int nh, const uint16_t *k,
+                           size_t ldk, int ctx, int d, float scale);
+void qtts_attn_out_bf16(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
+                        size_t ldv, int ctx, int d);
+void qtts_f32_to_bf16_row(uint16_t *dst, const float *src, size_t n);
+
 /* ==== 1-D convolution kernels (conv_ref.c) ================================
  * Activations here are channel-major: a [C, n] tensor is C rows of n time
  * samples, row r at x + r*ld (ld >= n). A causal conv reads (taps-1)*dil

@@ -426,6 +426,8 @@ const qtts_isa ISA_TABLE = {
     .quantize_act = quantize_act,
     .attn_scores = attn_scores_v,
     .attn_out = attn_out_v,
+    .attn_scores_bf16 = attn_scores_bf16_v,
+    .attn_out_bf16 = attn_out_bf16_v,
 };
 
 #endif

@@ -300,6 +300,8 @@ const qtts_isa qtts_isa_avx512 = {
     .quantize_act = quantize_act,
     .attn_scores = attn_scores_v,
     .attn_out = attn_out_v,
+    .attn_scores_bf16 = attn_scores_bf16_v,
+    .attn_out_bf16 = attn_out_bf16_v,
 };
 
 #endif

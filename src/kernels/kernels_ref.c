@@ -151,6 +151,24 @@ static void attn_out_ref(float *out, const float *p, size_t ldp, int nh, const f
     }
 }
 
+static void attn_scores_bf16_ref(float *scores, size_t lds, const float *q, int nh,
+                                 const uint16_t *k, size_t ldk, int ctx, int d, float scale) {
+    for (int h = 0; h < nh; h++)
+        for (int j = 0; j < ctx; j++)
+            scores[h * lds + j] = dot_bf16(k + (size_t)j * ldk, q + (size_t)h * d, d) * scale;
+}
+
+static void attn_out_bf16_ref(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
+                              size_t ldv, int ctx, int d) {
+    for (int h = 0; h < nh; h++) {
+        float *o = out + (size_t)h * d;
+        for (int i = 0; i < d; i++) o[i] = 0.0f;
+        for (int j = 0; j < ctx; j++)
+            for (int i = 0; i < d; i++)
+                o[i] += p[h * ldp + j] * qtts_bf16_to_f32(v[(size_t)j * ldv + i]);
+    }
+}
+
 const qtts_isa qtts_isa_ref = {
     .name = "scalar",
     .mm_f32 = mm_f32,
@@ -160,6 +178,8 @@ const qtts_isa qtts_isa_ref = {
     .quantize_act = qtts_quantize_act_ref,
     .attn_scores = attn_scores_ref,
     .attn_out = attn_out_ref,
+    .attn_scores_bf16 = attn_scores_bf16_ref,
+    .attn_out_bf16 = attn_out_bf16_ref,
 };
 
 void qtts_mat_row(float *out, const qtts_mat *W, int row) {

@@ -40,7 +40,8 @@
 
 /* Where one row of a stack_rows call lives. */
 typedef struct {
-    float *k, *v;            /* its request's cache of this stack [layers][nkv][cap][hd] */
+    void *k, *v;             /* its request's cache of this stack [layers][nkv][cap][hd] */
+    bool bf16;               /* that cache holds bf16 values (else fp32) */
     int cap;                 /* positions per (layer, kv head) in that cache */
     int pos;                 /* K/V go to this position; attention covers [0, pos] */
     const float *cos, *sin;  /* RoPE tables [> pos][hd/2] */
@@ -68,7 +69,8 @@ typedef struct {
 struct qtts_talker_state {
     int max_pos;        /* talker KV capacity (positions) */
     int pos;            /* talker positions filled */
-    float *k, *v;       /* [Lt][nkv][max_pos][hd] */
+    void *k, *v;        /* [Lt][nkv][max_pos][hd], fp32 or bf16 (kv_bf16) */
+    bool kv_bf16;
     float *cos, *sin;   /* [max_pos][hd/2] talker RoPE */
     float *cp_k, *cp_v; /* [Lc][nkv][G][hd] */
     float *scores;      /* [max(nh_t*max_pos, nh_c*G)] attention scores, a row per query head */
@@ -430,9 +432,10 @@ static float *alloc_f(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
 }
 
 /* The talker's KV cache: sized for max_pos positions, of which a request
- * writes a few per (layer, kv head) region at a time (base.h: sparse). */
-static float *alloc_kv(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-    const size_t n = floats_bytes(a, b, c, d);
+ * writes a few per (layer, kv head) region at a time (base.h: sparse).
+ * bf16: half the bytes of fp32 (a count of floats rounded up). */
+static void *alloc_kv(uint64_t a, uint64_t b, uint64_t c, uint64_t d, bool bf16) {
+    const size_t n = floats_bytes(a, b, c, bf16 ? (d + 1) / 2 : d);
     return n ? qtts_aligned_alloc_sparse(n) : NULL;
 }
 
@@ -510,8 +513,9 @@ qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
     const int G = w->n_groups;
     const int V = QTTS_MAX(w->vocab, w->cp_vocab);
     st->max_pos = max_pos;
-    st->k = alloc_kv(t->n_layers, t->n_kv, max_pos, t->head_dim);
-    st->v = alloc_kv(t->n_layers, t->n_kv, max_pos, t->head_dim);
+    st->kv_bf16 = w->kv == QTTS_KV_BF16;
+    st->k = alloc_kv(t->n_layers, t->n_kv, max_pos, t->head_dim, st->kv_bf16);
+    st->v = alloc_kv(t->n_layers, t->n_kv, max_pos, t->head_dim, st->kv_bf16);
     st->cos = alloc_f(max_pos, t->head_dim / 2, 1, 1);
     st->sin = alloc_f(max_pos, t->head_dim / 2, 1, 1);
     st->cp_k = alloc_f(c->n_layers, c->n_kv, G, c->head_dim);
@@ -547,15 +551,28 @@ static void norm_rope_heads(float *x, int nh, const float *nw, int hd, float eps
     }
 }
 
+/* Element offset i of a KV cache of either format. */
+static void *kv_at(void *p, size_t i, bool bf16) {
+    return bf16 ? (void *)((uint16_t *)p + i) : (void *)((float *)p + i);
+}
+
+/* One row x[hd] into a KV cache at element offset i. */
+static void kv_store(void *cache, size_t i, const float *x, int hd, bool bf16) {
+    if (bf16) qtts_f32_to_bf16_row((uint16_t *)cache + i, x, (size_t)hd);
+    else memcpy((float *)cache + i, x, sizeof(float) * (size_t)hd);
+}
+
 /* Causal attention of nh query heads q[nh*hd] that share one KV head,
- * kc/vc [cap][hd], over positions [0, ctx) -> out[nh*hd]; scores[nh*ctx]
- * scratch. */
-static void attend_heads(const float *q, int nh, const float *kc, const float *vc, int ctx,
-                         int hd, float *out, float *scores) {
+ * kc/vc [cap][hd] (fp32 or bf16), over positions [0, ctx) -> out[nh*hd];
+ * scores[nh*ctx] scratch. */
+static void attend_heads(const float *q, int nh, const void *kc, const void *vc, bool bf16,
+                         int ctx, int hd, float *out, float *scores) {
     const float scale = (float)(1.0 / sqrt((double)hd));
-    qtts_attn_scores(scores, (size_t)ctx, q, nh, kc, (size_t)hd, ctx, hd, scale);
+    if (bf16) qtts_attn_scores_bf16(scores, (size_t)ctx, q, nh, kc, (size_t)hd, ctx, hd, scale);
+    else qtts_attn_scores(scores, (size_t)ctx, q, nh, kc, (size_t)hd, ctx, hd, scale);
     for (int h = 0; h < nh; h++) qtts_softmax(scores + (size_t)h * ctx, ctx);
-    qtts_attn_out(out, scores, (size_t)ctx, nh, vc, (size_t)hd, ctx, hd);
+    if (bf16) qtts_attn_out_bf16(out, scores, (size_t)ctx, nh, vc, (size_t)hd, ctx, hd);
+    else qtts_attn_out(out, scores, (size_t)ctx, nh, vc, (size_t)hd, ctx, hd);
 }
 
 /* One layer's attention of a stack_rows call, after the q/k/v matmul. */
@@ -585,16 +602,16 @@ static void attn_group(void *ctx, int g) {
         const float *cs = c->cos + (size_t)c->pos * half, *sn = c->sin + (size_t)c->pos * half;
         norm_rope_heads(qg, grp, a->L->q_norm, hd, w->eps, cs, sn);
         norm_rope_heads(kr, 1, a->L->k_norm, hd, w->eps, cs, sn);
-        memcpy(c->k + (head + c->pos) * hd, kr, sizeof(float) * hd);
-        memcpy(c->v + (head + c->pos) * hd, a->vv + (size_t)r * kvd + (size_t)g * hd,
-               sizeof(float) * hd);
+        kv_store(c->k, (head + c->pos) * hd, kr, hd, c->bf16);
+        kv_store(c->v, (head + c->pos) * hd, a->vv + (size_t)r * kvd + (size_t)g * hd, hd, c->bf16);
     }
     for (int r = 0; r < a->n; r++) {
         const row_ctx *c = &a->rc[r];
         const size_t head = ((size_t)a->layer * w->n_kv + g) * c->cap;
         const size_t q0 = (size_t)r * qd + (size_t)g * grp * hd;
-        attend_heads(a->q + q0, grp, c->k + head * hd, c->v + head * hd, c->pos + 1, hd,
-                     a->att + q0, c->scores + (size_t)g * grp * c->cap);
+        attend_heads(a->q + q0, grp, kv_at(c->k, head * hd, c->bf16),
+                     kv_at(c->v, head * hd, c->bf16), c->bf16, c->pos + 1, hd, a->att + q0,
+                     c->scores + (size_t)g * grp * c->cap);
     }
 }
 
@@ -648,12 +665,13 @@ static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, fl
 
 /* The talker row of st at position pos. */
 static row_ctx talker_row(qtts_talker_state *st, int pos) {
-    return (row_ctx){st->k, st->v, st->max_pos, pos, st->cos, st->sin, st->scores};
+    return (row_ctx){st->k, st->v, st->kv_bf16, st->max_pos, pos, st->cos, st->sin, st->scores};
 }
 
 /* The CP row of st at position pos (its cache holds the G positions of a frame). */
 static row_ctx cp_row(const qtts_talker_weights *w, qtts_talker_state *st, int pos) {
-    return (row_ctx){st->cp_k, st->cp_v, w->n_groups, pos, w->cp_cos, w->cp_sin, st->scores};
+    return (row_ctx){st->cp_k, st->cp_v, false, w->n_groups, pos, w->cp_cos, w->cp_sin,
+                     st->scores};
 }
 
 /* ====================================================================== */

@@ -72,6 +72,12 @@ typedef struct {
     qtts_quant talker, cp;
 } qtts_talker_quant;
 
+/* Element format of the talker's KV cache (the code predictor's, at most
+ * G positions, stays fp32). bf16 halves the bytes each decode step reads
+ * over a long context; the values are rounded to nearest even as they are
+ * stored (kernels.h, qtts_attn_scores_bf16). */
+typedef enum { QTTS_KV_F32 = 0, QTTS_KV_BF16 } qtts_kv_format;
+
 /* Which component a tensor name's matrix belongs to for quantization. */
 typedef enum { QTTS_QPART_NONE, QTTS_QPART_TALKER, QTTS_QPART_CP } qtts_qpart;
 qtts_qpart qtts_talker_quant_part(const char *name);
@@ -126,6 +132,7 @@ typedef struct {
     float *p_pad, *p_bos, *p_eos;  /* [H] P(tts_pad), P(tts_bos), P(tts_eos) */
 
     qtts_talker_quant quant;       /* formats as loaded (NONE: BF16/F32) */
+    qtts_kv_format kv;             /* KV cache of the states made after it is set (F32 at load) */
     void **owned;                  /* data of the matrices quantized at load */
     int n_owned, cap_owned;
 } qtts_talker_weights;
@@ -152,7 +159,8 @@ void qtts_talker_free(qtts_talker_weights *w);  /* NULL ok */
 typedef struct qtts_talker_state qtts_talker_state;
 
 /* A state whose talker KV cache holds max_pos positions (prefill length +
- * generated steps). Memory: layers * 2 * nkv * hd * 4 bytes per position. */
+ * generated steps), in w->kv's format. Memory: layers * 2 * nkv * hd * 4
+ * bytes per position (2 for bf16). */
 qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
                                   qtts_talker_state **out, qtts_err *err);
 void qtts_talker_state_free(qtts_talker_state *st);  /* NULL ok */

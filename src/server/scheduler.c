@@ -476,6 +476,7 @@ static void *worker(void *arg) {
     if (s->cfg.backend) eo.backend = s->cfg.backend;
     eo.quant_talker = eo.quant_cp = s->cfg.quant;
     eo.codec = s->cfg.codec;
+    eo.kv_cache = s->cfg.kv_cache;
     eo.check_weights = s->cfg.check_weights;
     qtts_engine *eng = NULL;
     qtts_status st = qtts_engine_open(s->model_dir, &eo, &eng, &err);

@@ -81,6 +81,7 @@ typedef struct {
     const char *backend;          /* qtts_engine_options.backend (NULL: cpu) */
     const char *quant;            /* talker and code predictor at load: NULL, "int8", "int4" */
     const char *codec;            /* the codec's convolutions: NULL, "fp32", "bf16" */
+    const char *kv_cache;         /* the talker's KV cache: NULL (the engine chooses), "f32", "bf16" */
     bool check_weights;           /* qtts_engine_options.check_weights */
     /* The warm-up request before ready is shaped like a real one: its
      * frame budget (sizes the KV cache) and codec push (0: none). */

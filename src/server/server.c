@@ -111,7 +111,8 @@ typedef struct {
 struct qtts_server {
     qtts_server_config cfg;
     char *model_dir, *host, *api_key, *model_name, *voices_dir, *backend;
-    const char *quant_talker, *quant_cp, *codec;   /* the loaded formats; set once before READY */
+    const char *quant_talker, *quant_cp, *codec, *kv_cache;   /* the loaded formats; set once
+                                                               * before READY */
     int voices_fd;                   /* the --voices directory until it is read; -1 */
     voice_entry *voices;             /* sorted by name; written once before READY */
     int n_voices, n_usable_voices;
@@ -337,6 +338,7 @@ static void on_sched_state(void *user, qtts_sched *sched) {
         s->quant_talker = info.quant_talker;   /* static strings */
         s->quant_cp = info.quant_cp;
         s->codec = info.codec;
+        s->kv_cache = info.kv_cache;
         int expect = PHASE_LOADING;
         atomic_compare_exchange_strong(&s->phase, &expect, PHASE_READY);
     } else {
@@ -515,7 +517,8 @@ static bool get_health(conn *c, bool keep_alive) {
     char body[2048];
     int n = snprintf(body, sizeof body,
                      "{\"status\":\"%s\",\"model_loaded\":%s,"
-                     "\"weights\":{\"talker\":\"%s\",\"code_predictor\":\"%s\",\"codec\":\"%s\"},"
+                     "\"weights\":{\"talker\":\"%s\",\"code_predictor\":\"%s\",\"codec\":\"%s\","
+                     "\"kv_cache\":\"%s\"},"
                      "\"queue\":{\"waiting\":%d,\"active\":%d},"
                      "\"limits\":{\"batch_size\":%d,\"queue_length\":%d,\"max_connections\":%d,"
                      "\"max_body_bytes\":%zu,\"max_clone_body_bytes\":%zu,\"max_input_chars\":%zu,"
@@ -525,7 +528,7 @@ static bool get_health(conn *c, bool keep_alive) {
                      "\"stream_chunk_frames\":%d}}",
                      phase_name(ph), ph == PHASE_READY || ph == PHASE_DRAINING ? "true" : "false",
                      loaded ? s->quant_talker : "none", loaded ? s->quant_cp : "none",
-                     loaded ? s->codec : "none", st.waiting, st.active, st.batch, st.queue_cap,
+                     loaded ? s->codec : "none", loaded ? s->kv_cache : "none", st.waiting, st.active, st.batch, st.queue_cap,
                      s->cfg.max_connections, s->cfg.max_body,
                      QTTS_MAX(s->cfg.max_body, s->cfg.max_clone_body), s->limits.max_input_chars,
                      s->limits.max_instructions_chars, s->cfg.max_audio_seconds,
@@ -1581,6 +1584,13 @@ qtts_status qtts_server_start(const qtts_server_config *cfg, qtts_server **out, 
         if (!strcmp(c->codec, codecs[i])) codec = codecs[i];
     if (c->codec && !codec)
         return qtts_fail(err, QTTS_ERR_INVALID, "unknown codec format '%.32s' (fp32, bf16)", c->codec);
+    static const char *const kvs[] = {"f32", "bf16"};
+    const char *kv = NULL;
+    for (size_t i = 0; c->kv_cache && i < QTTS_ARRAY_LEN(kvs); i++)
+        if (!strcmp(c->kv_cache, kvs[i])) kv = kvs[i];
+    if (c->kv_cache && !kv)
+        return qtts_fail(err, QTTS_ERR_INVALID, "unknown KV cache format '%.32s' (f32, bf16)",
+                         c->kv_cache);
     if (c->backend && (!*c->backend || strlen(c->backend) > 32))
         return qtts_fail(err, QTTS_ERR_INVALID, "the backend name must be 1-32 bytes");
     if (c->api_key && (!*c->api_key || strlen(c->api_key) > 4096))
@@ -1647,6 +1657,7 @@ qtts_status qtts_server_start(const qtts_server_config *cfg, qtts_server **out, 
     if ((st = open_listener(s, err))) goto fail;
     qtts_sched_config sc = {.model_dir = s->model_dir, .n_threads = c->threads, .batch = c->batch,
                             .queue = c->queue, .backend = s->backend, .quant = quant, .codec = codec,
+                            .kv_cache = kv,
                             .check_weights = c->check_weights, .on_state = on_sched_state, .user = s,
                             .max_frames = s->limits.max_frames,
                             .stream_chunk_frames = s->limits.stream_chunk_frames};

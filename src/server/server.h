@@ -57,6 +57,8 @@ typedef struct {
                                        talker and code predictor quantized at load */
     const char *codec;              /* NULL/"fp32" or "bf16": the codec's convolutions
                                        (qtts_engine_options.codec) */
+    const char *kv_cache;           /* NULL, "f32" or "bf16": the talker's KV cache
+                                       (qtts_engine_options.kv_cache; NULL chooses) */
     bool check_weights;             /* qtts_engine_options.check_weights */
     int stream_chunk_frames;        /* streamed responses: frames per codec decode, the first
                                        audio after 1 frame (default 12; 0 = the reference's

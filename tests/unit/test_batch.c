@@ -158,10 +158,12 @@ static void gen_out_compare(const gen_out *a, const gen_out *b, const qtts_talke
 
 #define NGEN 6
 
-/* Generations joining at different steps, batched, against each alone. */
-static void gen_batch_model(const char *name) {
+/* Generations joining at different steps, batched, against each alone,
+ * with the talker's KV cache in format kv. */
+static void gen_batch_model(const char *name, qtts_kv_format kv) {
     tiny_model m;
     if (!model_open(name, &m)) return;
+    m.w->kv = kv;   /* before the sequences are made */
     static const char *const texts[NGEN] = {
         "Hello there.", "A somewhat longer sentence, so the prompt differs in length.",
         "Short.", "Numbers: one, two, three, four, five, six.",
@@ -251,8 +253,9 @@ static void gen_batch_model(const char *name) {
     model_close(&m);
 }
 
-static void test_gen_batch_cv06(void) { gen_batch_model("cv06"); }
-static void test_gen_batch_cv17(void) { gen_batch_model("cv17"); }
+static void test_gen_batch_cv06(void) { gen_batch_model("cv06", QTTS_KV_F32); }
+static void test_gen_batch_cv17(void) { gen_batch_model("cv17", QTTS_KV_F32); }
+static void test_gen_batch_kv_bf16(void) { gen_batch_model("cv17", QTTS_KV_BF16); }
 
 /* Per-job failures in the batched stages stay with their job. */
 static void test_stage_batch_errors(void) {
@@ -822,6 +825,7 @@ static void test_two_engines(void) {
 int main(void) {
     TEST_RUN(test_gen_batch_cv06);
     TEST_RUN(test_gen_batch_cv17);
+    TEST_RUN(test_gen_batch_kv_bf16);
     TEST_RUN(test_stage_batch_errors);
     TEST_RUN(test_batch_cv06);
     TEST_RUN(test_batch_cv17);

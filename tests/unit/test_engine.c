@@ -301,6 +301,59 @@ static void test_codec_option(void) {
           "codec bf16 on cuda: %s", err.msg);
 }
 
+/* options.kv_cache: f32 by default for weights as stored (the exact
+ * path: the same bits as "f32"); "bf16" runs and is reported by info
+ * (its error: test_quant_model); a bad name and bf16 on another backend
+ * refused.
+ * (int8/int4 weights choosing bf16: test_quant_model.) */
+static void test_kv_cache_option(void) {
+    static const char *const kvs[3] = {NULL, "f32", "bf16"};
+    pcm_sink out[3] = {{0}};
+    for (int i = 0; i < 3; i++) {
+        qtts_engine_options o;
+        qtts_engine_options_init(&o);
+        o.kv_cache = kvs[i];
+        qtts_engine *eng = NULL;
+        qtts_error err;
+        REQUIRE(qtts_engine_open(MODELS "/cv06", &o, &eng, &err) == QTTS_OK, "%s", err.msg);
+        qtts_model_info info;
+        qtts_engine_info(eng, &info);
+        CHECK(!strcmp(info.kv_cache, i == 2 ? "bf16" : "f32"), "kv %s: info %s",
+              kvs[i] ? kvs[i] : "default", info.kv_cache);
+        qtts_session *s = qtts_session_new(eng, &err);
+        qtts_request req;
+        qtts_request_init(&req);
+        req.text = "Hello there, cache.";
+        req.speaker = "vivian";
+        req.do_sample = 0;
+        req.subtalker_do_sample = 0;
+        req.max_new_tokens = 12;
+        req.on_audio = pcm_cb;
+        req.user = &out[i];
+        CHECK(s && qtts_synthesize(s, &req, NULL, &err) == QTTS_OK, "kv %s: %s",
+              kvs[i] ? kvs[i] : "default", err.msg);
+        qtts_session_free(s);
+        qtts_engine_close(eng);
+    }
+    CHECK(out[0].n == out[1].n && !memcmp(out[0].pcm, out[1].pcm, sizeof(float) * out[0].n),
+          "f32 is the default for bf16 weights");
+    CHECK(out[2].n > 0, "bf16 cache: no audio");
+    for (int i = 0; i < 3; i++) free(out[i].pcm);
+    qtts_engine_options o;
+    qtts_engine_options_init(&o);
+    qtts_engine *eng = NULL;
+    qtts_error err;
+    o.kv_cache = "fp8";
+    CHECK(qtts_engine_open(MODELS "/cv06", &o, &eng, &err) == QTTS_ERR_INVALID && !eng &&
+              strstr(err.msg, "fp8"),
+          "kv fp8: %s", err.msg);
+    o.kv_cache = "bf16";
+    o.backend = "cuda";
+    CHECK(qtts_engine_open(MODELS "/cv06", &o, &eng, &err) == QTTS_ERR_INVALID && !eng &&
+              strstr(err.msg, "CPU"),
+          "kv bf16 on cuda: %s", err.msg);
+}
+
 /* options.check_weights: a NaN in one bf16 weight of a copy of the cv06
  * fixture (every other file symlinked) refuses the model at open, naming
  * file, tensor and element; without the option the model opens (the value
@@ -562,6 +615,7 @@ int main(void) {
     TEST_RUN(test_goldens_vd17);
     TEST_RUN(test_api_errors);
     TEST_RUN(test_codec_option);
+    TEST_RUN(test_kv_cache_option);
     TEST_RUN(test_check_weights_option);
     TEST_RUN(test_cli_codes_roundtrip);
     TEST_RUN(test_cli_bad_input);

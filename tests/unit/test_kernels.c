@@ -813,6 +813,30 @@ static void test_attention(void) {
                     CHECK(bits_equal(s1, s0 + h * lds, (size_t)ctx, &at),
                           "one head alone: scores d=%d ctx=%d head %d: element %zu", d, ctx, h, at);
                 }
+                /* a bf16 cache: every path, the reference's too, gives the fp32
+                 * call's bits on the cache rounded to bf16 and widened */
+                uint16_t *kv16 = qtts_malloc(sizeof(uint16_t) * ld * ctx);
+                float *kvw = qtts_malloc(sizeof(float) * ld * ctx);
+                qtts_f32_to_bf16_row(kv16, kv, ld * ctx);
+                for (size_t e = 0; e < ld * ctx; e++) kvw[e] = qtts_bf16_to_f32(kv16[e]);
+                qtts_isa_ref.attn_scores(s0, lds, q, nh, kvw, ld, ctx, d, 0.125f);
+                for (int h = 0; h < nh; h++) qtts_softmax(s0 + h * lds, ctx);
+                qtts_isa_ref.attn_out(o0, s0, lds, nh, kvw, ld, ctx, d);
+                for (int i = -1; i < n_isas; i++) {
+                    const qtts_isa *isa = i < 0 ? &qtts_isa_ref : isas[i];
+                    size_t at;
+                    isa->attn_scores_bf16(s1, lds, q, nh, kv16, ld, ctx, d, 0.125f);
+                    for (int h = 0; h < nh; h++) qtts_softmax(s1 + h * lds, ctx);
+                    CHECK(bits_equal(s1, s0, nsc, &at),
+                          "%s: bf16 scores d=%d ctx=%d heads %d: element %zu", isa->name, d, ctx,
+                          nh, at);
+                    isa->attn_out_bf16(o1, s0, lds, nh, kv16, ld, ctx, d);
+                    CHECK(bits_equal(o1, o0, no, &at),
+                          "%s: bf16 output d=%d ctx=%d heads %d: element %zu", isa->name, d, ctx,
+                          nh, at);
+                }
+                qtts_free(kv16);
+                qtts_free(kvw);
                 qtts_free(q);
                 qtts_free(kv);
                 qtts_free(s0);

@@ -262,14 +262,21 @@ static void capture_free(capture *c) {
     memset(c, 0, sizeof *c);
 }
 
-static qtts_status open_engine(const char *dir, const char *qt, const char *qc, qtts_engine **e,
-                               qtts_err *err) {
+/* kv: the talker's KV cache format (NULL: the engine's default). */
+static qtts_status open_engine_kv(const char *dir, const char *qt, const char *qc, const char *kv,
+                                  qtts_engine **e, qtts_err *err) {
     qtts_engine_options o;
     qtts_engine_options_init(&o);
     o.n_threads = 2;
     o.quant_talker = qt;
     o.quant_cp = qc;
+    o.kv_cache = kv;
     return qtts_engine_open(dir, &o, e, err);
+}
+
+static qtts_status open_engine(const char *dir, const char *qt, const char *qc, qtts_engine **e,
+                               qtts_err *err) {
+    return open_engine_kv(dir, qt, qc, NULL, e, err);
 }
 
 /* Greedy synthesis of text on e into c. */
@@ -444,6 +451,31 @@ static void test_round_trip(void) {
                   strstr(err.msg, "cannot be loaded as"),
               "other format accepted: %s", err.msg);
         qtts_engine_close(e);
+    }
+
+    /* quantized weights take a bf16 KV cache unless told otherwise: the
+     * same bits as asking for it */
+    {
+        qtts_engine *dflt = NULL, *kv16 = NULL, *kv32 = NULL;
+        qtts_err err = {0};
+        REQUIRE(!open_engine(q32_dir, "int8", "int8", &dflt, &err) &&
+                    !open_engine_kv(q32_dir, "int8", "int8", "bf16", &kv16, &err) &&
+                    !open_engine_kv(q32_dir, "int8", "int8", "f32", &kv32, &err),
+                "%s", err.msg);
+        qtts_model_info info;
+        qtts_engine_info(dflt, &info);
+        CHECK(!strcmp(info.kv_cache, "bf16"), "int8 default KV cache %s", info.kv_cache);
+        qtts_engine_info(kv32, &info);
+        CHECK(!strcmp(info.kv_cache, "f32"), "int8 with f32 asked: %s", info.kv_cache);
+        capture ca = {0}, cb = {0};
+        synth(dflt, text, "vivian", "english", 20, &ca);
+        synth(kv16, text, "vivian", "english", 20, &cb);
+        CHECK(same_capture(&ca, &cb), "the default differs from an explicit bf16 cache");
+        capture_free(&ca);
+        capture_free(&cb);
+        qtts_engine_close(dflt);
+        qtts_engine_close(kv16);
+        qtts_engine_close(kv32);
     }
 
     /* "none" is the bf16 path, bit for bit */
@@ -764,10 +796,12 @@ static int argmax_allowed(const float *l, int V) {
     return best;
 }
 
-/* Teacher-forced comparison of the model loaded with q against the fp32
- * (as stored) path on one prompt, for `frames` frames. */
-static void measure_tf(const char *dir, const qtts_talker_quant *q, const char *text,
-                       const char *speaker, const char *language, int frames, err_stats *out) {
+/* Teacher-forced comparison of the model loaded with q and a KV cache of
+ * format kv against the fp32 (as stored, fp32 cache) path on one prompt,
+ * for `frames` frames. */
+static void measure_tf(const char *dir, const qtts_talker_quant *q, qtts_kv_format kv,
+                       const char *text, const char *speaker, const char *language, int frames,
+                       err_stats *out) {
     qtts_config cfg;
     qtts_st_set *st = NULL;
     qtts_tokenizer *tok = NULL;
@@ -779,6 +813,7 @@ static void measure_tf(const char *dir, const qtts_talker_quant *q, const char *
         CHECK(0, "%s: %s", dir, err.msg);
         goto out;
     }
+    wq->kv = kv;
     char *t = qtts_prompt_text_template(text);
     int32_t *ids = NULL;
     size_t n = 0;
@@ -849,12 +884,18 @@ static const struct {
 };
 
 static void error_report(const char *dir, int frames, bool check) {
+    /* The weight rows keep an fp32 KV cache (the weights' error alone);
+     * the last three add a bf16 one (what --quant runs by default). */
     static const struct {
-        const char *name, *qt, *qc;
+        const char *name, *qt, *qc, *kv;
     } cfgs[] = {
-        {"talker int8", "int8", "none"}, {"CP int8", "none", "int8"}, {"both int8", "int8", "int8"},
-        {"talker int4", "int4", "none"}, {"CP int4", "none", "int4"}, {"both int4", "int4", "int4"},
+        {"talker int8", "int8", "none", "f32"}, {"CP int8", "none", "int8", "f32"},
+        {"both int8", "int8", "int8", "f32"},   {"talker int4", "int4", "none", "f32"},
+        {"CP int4", "none", "int4", "f32"},     {"both int4", "int4", "int4", "f32"},
+        {"KV bf16", "none", "none", "bf16"},    {"int8+KV bf16", "int8", "int8", "bf16"},
+        {"int4+KV bf16", "int4", "int4", "bf16"},
     };
+    double talker_int8 = 0;
     printf("  %s, %d frames x %zu prompts (teacher-forced on the fp32 path; free-running greedy):\n",
            dir, frames, sizeof prompts / sizeof *prompts);
     printf("  %-12s %14s %12s %14s %12s %16s\n", "", "talker logits", "c0 agree", "CP logits",
@@ -872,9 +913,10 @@ static void error_report(const char *dir, int frames, bool check) {
         qtts_quant_parse(cfgs[c].qt, &q.talker);
         qtts_quant_parse(cfgs[c].qc, &q.cp);
         qtts_engine *eq = NULL;
-        REQUIRE(!open_engine(dir, cfgs[c].qt, cfgs[c].qc, &eq, &err), "%s", err.msg);
+        REQUIRE(!open_engine_kv(dir, cfgs[c].qt, cfgs[c].qc, cfgs[c].kv, &eq, &err), "%s", err.msg);
+        const qtts_kv_format kv = strcmp(cfgs[c].kv, "bf16") ? QTTS_KV_F32 : QTTS_KV_BF16;
         for (size_t i = 0; i < sizeof prompts / sizeof *prompts; i++) {
-            measure_tf(dir, &q, prompts[i].text, prompts[i].speaker, prompts[i].language, frames, &s);
+            measure_tf(dir, &q, kv, prompts[i].text, prompts[i].speaker, prompts[i].language, frames, &s);
             capture cq = {0};
             synth(eq, prompts[i].text, prompts[i].speaker, prompts[i].language, frames + 1, &cq);
             int same = 0;
@@ -891,7 +933,12 @@ static void error_report(const char *dir, int frames, bool check) {
         const double tr = s.talker_rel / s.c0_n, cr = s.cp_rel / s.c0_n;
         printf("  %-12s %14.4f %11.1f%% %14.4f %11.1f%% %9d / %d\n", cfgs[c].name, tr,
                100.0 * s.c0_agree / s.c0_n, cr, 100.0 * s.cp_agree / s.cp_n, s.same_frames, s.frames);
-        if (check) {
+        if (!strcmp(cfgs[c].name, "talker int8")) talker_int8 = tr;
+        if (!strcmp(cfgs[c].name, "KV bf16")) {
+            /* the cache's rounding moves the talker (and so the CP's input) */
+            if (check) CHECK(tr > 0 && tr < talker_int8, "KV bf16: talker logits error %g (int8 %g)",
+                             tr, talker_int8);
+        } else if (check) {
             /* loose sanity bounds: int8 close, int4 coarser, neither garbage */
             const bool q4 = strstr(cfgs[c].name, "int4") != NULL;
             const bool talker = strstr(cfgs[c].name, "CP") == NULL, cp = strncmp(cfgs[c].name, "talker", 6);

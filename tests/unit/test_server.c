@@ -806,7 +806,7 @@ static void test_quant_server(void) {
     resp r = http("GET", "/health", NULL, NULL, NULL);
     CHECK(r.status == 200 && r.body &&
               strstr((char *)r.body, "\"weights\":{\"talker\":\"none\",\"code_predictor\":\"none\","
-                                     "\"codec\":\"fp32\"}"),
+                                     "\"codec\":\"fp32\",\"kv_cache\":\"f32\"}"),
           "health: %s", r.body ? (char *)r.body : "");
     resp_free(&r);
 }
@@ -826,6 +826,10 @@ static void test_quant_refused(void) {
     c.codec = "fp16";
     CHECK(qtts_server_start(&c, &s, &err) == QTTS_ERR_INVALID && strstr(err.msg, "fp16"), "bad codec: %s", err.msg);
     c.codec = NULL;
+    c.kv_cache = "fp8";
+    CHECK(qtts_server_start(&c, &s, &err) == QTTS_ERR_INVALID && strstr(err.msg, "fp8"),
+          "bad KV cache: %s", err.msg);
+    c.kv_cache = NULL;
     c.quant = "int8";
     REQUIRE(qtts_server_start(&c, &s, &err) == QTTS_OK, "start: %s", err.msg);
     CHECK(!qtts_server_wait_ready(s, 30), "became ready");
