@@ -10,6 +10,7 @@ separate medians of a few runs unable to tell 3% apart.
 
   tools/ab_pairs.py --model models/full-cv06-int4 build-base build
   tools/ab_pairs.py --model DIR --rounds 15 --frames 40 -- buildA buildB buildC
+  tools/ab_pairs.py --model DIR --prompt 1000 --kv bf16 build-base build
 
 Each build directory needs bench_backend (make BUILD=DIR DIR/bench_backend).
 """
@@ -24,7 +25,7 @@ LINE = re.compile(r"talker step ([0-9.]+) ms, code predictor ([0-9.]+) ms, total
 
 def run(build, args):
     cmd = [f"{build}/bench_backend", args.model, "--prompt", str(args.prompt), "--frames",
-           str(args.frames), "--threads", str(args.threads), "--window", "1"]
+           str(args.frames), "--threads", str(args.threads), "--window", "1", "--kv", args.kv]
     out = subprocess.run(cmd, capture_output=True, text=True)
     m = LINE.search(out.stdout)
     if out.returncode != 0 or not m:
@@ -39,6 +40,8 @@ def main():
     ap.add_argument("--frames", type=int, default=40)
     ap.add_argument("--prompt", type=int, default=23, help="prefill rows")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--kv", choices=["f32", "bf16"], default="f32",
+                    help="the talker's KV cache (bench_backend --kv; builds from 2026-12-04 on)")
     ap.add_argument("builds", nargs="+", help="build directories; the first is the baseline")
     args = ap.parse_args()
     if args.rounds < 1 or args.frames < 2:
