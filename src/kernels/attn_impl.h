@@ -38,11 +38,12 @@ typedef uint32_t qtts_v16u __attribute__((vector_size(64)));
 
 #define ATTN_INLINE static inline __attribute__((always_inline))
 
-/* Element i of a K/V cache (fp32, or bf16 widened: the bits shifted up). */
+/* The address of element i of a K/V cache (fp32 or bf16). */
 ATTN_INLINE const void *attn_at(const void *p, size_t i, const bool bf16) {
     return bf16 ? (const void *)((const uint16_t *)p + i) : (const void *)((const float *)p + i);
 }
 
+/* Element i as a float (bf16: its bits shifted up, which is exact). */
 ATTN_INLINE float attn_get(const void *p, size_t i, const bool bf16) {
     if (!bf16) return ((const float *)p)[i];
     const uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
