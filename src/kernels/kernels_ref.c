@@ -287,28 +287,125 @@ void qtts_rope_table(float *cos_t, float *sin_t, int n_pos, int d, double theta)
     }
 }
 
+/* ==== exp (kernels.h, qtts_exp) ===========================================
+ *
+ * e^x = 2^k e^r with k = round(x / ln2) (the 1.5 * 2^52 shift: adding it
+ * rounds to an integer), r = x - k ln2 with ln2 in two parts (k * LN2_HI is
+ * exact, |r| <= 0.35), e^r by its Taylor polynomial of degree 13 in Horner
+ * form (truncation below 4e-18), times 2^k built in the exponent field
+ * (exact: k stays in [-151, 129], normal doubles), then rounded once to
+ * float, which also makes the subnormals, the zeros below e^-104 and the
+ * infinities above e^88.73. x is clamped to [-104, 89] first; a NaN stays
+ * NaN. The double result is within a few 1e-16 of e^x, so the float is the
+ * correctly rounded e^x but for inputs that close to a halfway point
+ * between two floats.
+ *
+ * Only IEEE conversions, adds and multiplies, in a fixed order (no
+ * contraction: -ffp-contract=off), so 8 lanes at a time in any register
+ * width give the same bits, on every machine. */
+typedef double exp_v8d __attribute__((vector_size(64)));
+typedef float exp_v8f __attribute__((vector_size(32)));
+typedef int32_t exp_v8i __attribute__((vector_size(32)));
+typedef int64_t exp_v8l __attribute__((vector_size(64)));
+
+/* *v = e^*v lane by lane (in place: a 32-byte vector return is an ABI
+ * warning in the baseline build). */
+static inline __attribute__((always_inline)) void exp8(exp_v8f *v) {
+    exp_v8f x = *v;
+    const exp_v8f hi = {89, 89, 89, 89, 89, 89, 89, 89};
+    const exp_v8f lo = {-104, -104, -104, -104, -104, -104, -104, -104};
+    exp_v8i m = x > hi;   /* false for NaN: it passes through */
+    x = (exp_v8f)(((exp_v8i)x & ~m) | ((exp_v8i)hi & m));
+    m = x < lo;
+    x = (exp_v8f)(((exp_v8i)x & ~m) | ((exp_v8i)lo & m));
+    const exp_v8d xd = __builtin_convertvector(x, exp_v8d);
+    const double shift = 0x1.8p52;
+    const exp_v8d shiftv = {shift, shift, shift, shift, shift, shift, shift, shift};
+    const exp_v8d t = xd * 0x1.71547652b82fep0 + shift;   /* 1/ln2 */
+    const exp_v8d kd = t - shift;
+    const exp_v8d r = (xd - kd * 0x1.62e42fee00000p-1) - kd * 0x1.a39ef35793c76p-33;
+    exp_v8d p = r * (1.0 / 6227020800.0) + 1.0 / 479001600.0;   /* 1/13!, 1/12! */
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    const exp_v8l k = (exp_v8l)t - (exp_v8l)shiftv;   /* t's low bits hold k */
+    *v = __builtin_convertvector(p * (exp_v8d)((k + 1023) << 52), exp_v8f);
+}
+
+/* Built for AVX-512, AVX2 and the baseline and picked at load (ifunc) on
+ * x86-64 (the same operations on wider registers: the same bits), except
+ * under ThreadSanitizer, which does not run ifunc resolvers. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#define EXP_WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define EXP_WIDE
+#endif
+
+EXP_WIDE void qtts_exp(float *y, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        exp_v8f v;
+        memcpy(&v, x + i, sizeof v);
+        exp8(&v);
+        memcpy(y + i, &v, sizeof v);
+    }
+    if (i < n) {   /* the same lanes, zero-padded */
+        exp_v8f v = {0};
+        memcpy(&v, x + i, sizeof(float) * (n - i));
+        exp8(&v);
+        memcpy(y + i, &v, sizeof(float) * (n - i));
+    }
+}
+
+float qtts_expf(float x) {
+    float y;
+    qtts_exp(&y, &x, 1);
+    return y;
+}
+
 void qtts_softmax(float *x, int n) {
     float m = -INFINITY;
     for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (int i = 0; i < n; i++) x[i] -= m;
+    qtts_exp(x, x, (size_t)(n > 0 ? n : 0));
     double s = 0;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - m);
-        s += x[i];
-    }
+    for (int i = 0; i < n; i++) s += x[i];
     float inv = (float)(1.0 / s);
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
-void qtts_silu_inplace(float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+/* y[i] = x[i] / (1 + e^-x[i]) * (up ? up[i] : 1), 256 at a time through a
+ * stack buffer of the exponentials. */
+static void silu_mul(float *y, const float *x, const float *up, size_t n) {
+    float e[256];
+    for (size_t i0 = 0; i0 < n; i0 += 256) {
+        const size_t m = n - i0 < 256 ? n - i0 : 256;
+        for (size_t j = 0; j < m; j++) e[j] = -x[i0 + j];
+        qtts_exp(e, e, m);
+        if (up)
+            for (size_t j = 0; j < m; j++) y[i0 + j] = x[i0 + j] / (1.0f + e[j]) * up[i0 + j];
+        else
+            for (size_t j = 0; j < m; j++) y[i0 + j] = x[i0 + j] / (1.0f + e[j]);
+    }
 }
+
+void qtts_silu_inplace(float *x, size_t n) { silu_mul(x, x, NULL, n); }
 
 void qtts_gelu_erf_inplace(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
 }
 
 void qtts_swiglu(float *y, const float *gate, const float *up, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    silu_mul(y, gate, up, n);
 }
 
 void qtts_add_inplace(float *y, const float *x, size_t n) {

@@ -6,10 +6,13 @@
  * Arithmetic rule (mirrors the CPU's -ffp-contract=off): the .cu files are
  * compiled with --fmad=false, so a*b+c is a multiply and an add unless the
  * code writes fmaf(); divisions and square roots are IEEE (no fast math).
- * exp/erf/sin of the CPU code (glibc's expf etc.) are computed here as the
- * double-precision function rounded to fp32, i.e. correctly rounded up to
- * a double rounding: equal to glibc's results except on a tiny fraction of
- * inputs (glibc's expf is itself not correctly rounded everywhere).
+ * exp/erf/sin of the CPU code are computed here as the double-precision
+ * function rounded to fp32, i.e. correctly rounded up to a double
+ * rounding. The CPU's softmax and SwiGLU exponential (qtts_exp) is that
+ * same function, so the two agree but for inputs within ~1e-16 of a
+ * halfway point; its erf/sin (and the sampler's expf) are glibc's, equal
+ * to these except on a tiny fraction of inputs (glibc's are not correctly
+ * rounded everywhere).
  */
 #ifndef QTTS_CUDA_COMMON_CUH
 #define QTTS_CUDA_COMMON_CUH
