@@ -306,7 +306,7 @@ void qtts_rope_table(float *cos_t, float *sin_t, int n_pos, int d, double theta)
 typedef double exp_v8d __attribute__((vector_size(64)));
 typedef float exp_v8f __attribute__((vector_size(32)));
 typedef int32_t exp_v8i __attribute__((vector_size(32)));
-typedef int64_t exp_v8l __attribute__((vector_size(64)));
+typedef uint64_t exp_v8u __attribute__((vector_size(64)));
 
 /* *v = e^*v lane by lane (in place: a 32-byte vector return is an ABI
  * warning in the baseline build). */
@@ -337,7 +337,8 @@ static inline __attribute__((always_inline)) void exp8(exp_v8f *v) {
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    const exp_v8l k = (exp_v8l)t - (exp_v8l)shiftv;   /* t's low bits hold k */
+    /* t's low bits hold k; unsigned, so a NaN's garbage k wraps without UB */
+    const exp_v8u k = (exp_v8u)t - (exp_v8u)shiftv;
     *v = __builtin_convertvector(p * (exp_v8d)((k + 1023) << 52), exp_v8f);
 }
 
