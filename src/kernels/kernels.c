@@ -513,3 +513,7 @@ void qtts_attn_out_bf16(float *out, const float *p, size_t ldp, int nh, const ui
 void qtts_f32_to_bf16_row(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = qtts_f32_to_bf16(src[i]);
 }
+
+void qtts_bf16_to_f32_row(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = qtts_bf16_to_f32(src[i]);
+}

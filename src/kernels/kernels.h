@@ -183,6 +183,7 @@ void qtts_attn_scores_bf16(float *scores, size_t lds, const float *q, int nh, co
 void qtts_attn_out_bf16(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
                         size_t ldv, int ctx, int d);
 void qtts_f32_to_bf16_row(uint16_t *dst, const float *src, size_t n);
+void qtts_bf16_to_f32_row(float *dst, const uint16_t *src, size_t n);   /* exact */
 
 /* ==== 1-D convolution kernels (conv_ref.c) ================================
  * Activations here are channel-major: a [C, n] tensor is C rows of n time

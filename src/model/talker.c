@@ -64,6 +64,9 @@ typedef struct {
     float *logits;      /* [cap, max(V, Vc)] head outputs */
     row_ctx *rc;        /* [cap] */
     int *idx;           /* [cap] job index of each row of a batched call */
+    float *kvw;         /* a prefill over a bf16 cache: [nkv][2][kvw_pos][hd], one layer's K
+                         * and V widened to fp32 for a chunk's rows (NULL otherwise) */
+    int kvw_pos;
 } row_scratch;
 
 struct qtts_talker_state {
@@ -582,6 +585,8 @@ typedef struct {
     const row_ctx *rc;
     int n, layer;
     float *q, *kk, *vv, *att; /* [n, qd], [n, kvd], [n, kvd], [n, qd] */
+    float *kvw;               /* row_scratch.kvw: the rows are one request's prefill chunk */
+    int kvw_pos;
 } attn_job;
 
 /* KV head group g of every row: q/k norm + RoPE of its q heads and k head,
@@ -604,6 +609,24 @@ static void attn_group(void *ctx, int g) {
         norm_rope_heads(kr, 1, a->L->k_norm, hd, w->eps, cs, sn);
         kv_store(c->k, (head + c->pos) * hd, kr, hd, c->bf16);
         kv_store(c->v, (head + c->pos) * hd, a->vv + (size_t)r * kvd + (size_t)g * hd, hd, c->bf16);
+    }
+    if (a->kvw) {
+        /* A prefill chunk over a bf16 cache: the rows read the same positions, so head g's K
+         * and V up to the last row are widened once, and the rows run the fp32 kernels on
+         * that copy (the bf16 kernels' bits: widening is exact). Attention in a prefill runs
+         * from the caches, where widening in every row's loads cost ~30% more time. */
+        const row_ctx *c = &a->rc[a->n - 1];
+        const size_t head = ((size_t)a->layer * w->n_kv + g) * c->cap, P = (size_t)c->pos + 1;
+        float *kw = a->kvw + (size_t)g * 2 * a->kvw_pos * hd, *vw = kw + (size_t)a->kvw_pos * hd;
+        QTTS_ASSERT(c->bf16 && c->pos < a->kvw_pos && a->rc[0].k == c->k);
+        qtts_bf16_to_f32_row(kw, (const uint16_t *)c->k + head * hd, P * hd);
+        qtts_bf16_to_f32_row(vw, (const uint16_t *)c->v + head * hd, P * hd);
+        for (int r = 0; r < a->n; r++) {
+            const size_t q0 = (size_t)r * qd + (size_t)g * grp * hd;
+            attend_heads(a->q + q0, grp, kw, vw, false, a->rc[r].pos + 1, hd, a->att + q0,
+                         c->scores + (size_t)g * grp * c->cap);
+        }
+        return;
     }
     for (int r = 0; r < a->n; r++) {
         const row_ctx *c = &a->rc[r];
@@ -646,7 +669,7 @@ static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, fl
             hint_one(&L->o);
             qtts_matmul_multi(3, y, s->h, n, W);
         }
-        attn_job aj = {w, L, rc, n, l, s->q, s->kk, s->vv, s->att};
+        attn_job aj = {w, L, rc, n, l, s->q, s->kk, s->vv, s->att, s->kvw, s->kvw_pos};
         qtts_parallel_for(w->n_kv, attn_group, &aj);
         hint_gate_up(L);
         qtts_matmul(s->h, s->att, n, &L->o, NULL);
@@ -749,6 +772,12 @@ qtts_status qtts_talker_prefill_from(const qtts_talker_weights *w, qtts_talker_s
     QTTS_ASSERT(from >= 0 && from < L);
     const int H = w->hidden, R = QTTS_TALKER_ROWS;
     row_scratch *s = &st->rs;
+    /* over a bf16 cache, a widened copy for the chunks (attn_group); without the memory
+     * (nkv * 2 * L * hd floats, freed below) the rows widen as they load instead */
+    const qtts_stack_weights *t = &w->talker;
+    float *kvw = st->kv_bf16 && L - from > 1 ? alloc_f(t->n_kv, 2, L, t->head_dim) : NULL;
+    s->kvw = kvw;
+    s->kvw_pos = L;
     st->pos = from;
     int last = 0;
     for (int p0 = from; p0 < L; p0 += R) {
@@ -759,6 +788,8 @@ qtts_status qtts_talker_prefill_from(const qtts_talker_weights *w, qtts_talker_s
         stack_rows(&w->talker, s->rc, m, s->x, s, &w->codec_head);
         last = m - 1;
     }
+    s->kvw = NULL;
+    qtts_free(kvw);
     st->pos = L;
     if (last) memmove(s->x, s->x + (size_t)last * H, sizeof(float) * (size_t)H);
     talker_heads(w, s, 1);

@@ -509,13 +509,16 @@ static void test_prompt_errors(void) {
     model_close(&m);
 }
 
-/* A row gives the same bits alone (step) or inside a prefill chunk, and the
- * CP gives the same codes and logits when run twice. */
+/* A row gives the same bits alone (step) or inside a prefill chunk, with
+ * an fp32 and with a bf16 KV cache (whose prefill widens the cache once per
+ * chunk where a step widens as it loads), and the CP gives the same codes
+ * and logits when run twice. */
 static void test_row_invariance(void) {
-    static const char *const names[] = {"cv06", "cv17"};
-    for (int mi = 0; mi < 2; mi++) {
+    static const char *const names[] = {"cv06", "cv17", "cv06"};
+    for (int mi = 0; mi < 3; mi++) {
         model m;
         if (!model_open(names[mi], &m)) return;
+        if (mi == 2) m.w->kv = QTTS_KV_BF16;
         const int H = m.w->hidden, V = m.w->vocab, Vc = m.w->cp_vocab, G = m.w->n_groups;
         int n;
         int32_t *ids = template_ids(&m, "One row alone or in a chunk gives the same bits.", &n);
@@ -539,7 +542,7 @@ static void test_row_invariance(void) {
                       QTTS_OK,
               "%s", err.msg);
         CHECK(memcmp(la, lb, sizeof(float) * V) == 0 && memcmp(ha, hb, sizeof(float) * H) == 0,
-              "%s: prefill vs prefill+step differ", names[mi]);
+              "%s%s: prefill vs prefill+step differ", names[mi], mi == 2 ? " (bf16 KV)" : "");
         CHECK(qtts_talker_state_pos(a) == p.len && qtts_talker_state_pos(b) == p.len, "positions");
         /* full: one more step does not fit */
         CHECK(qtts_talker_step(m.w, a, ha, la, ha, &err) == QTTS_ERR_LIMIT, "KV capacity");
