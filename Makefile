@@ -47,9 +47,10 @@ LIB      := $(BUILD)/libqtts.a
 BIN      := $(BUILD)/qwen3-tts
 # The benchmarks (tools/, not tests) are part of `all`, so that a plain
 # `make` never leaves a stale one behind to be compared with a fresh one.
-BENCH_BIN := $(BUILD)/bench_kernels $(BUILD)/bench_codec $(BUILD)/bench_backend
+BENCH_BIN := $(BUILD)/bench_kernels $(BUILD)/bench_codec $(BUILD)/bench_backend \
+             $(BUILD)/bench_encoder
 
-.PHONY: all test test-asan test-tsan test-some bench-kernels bench-codec check-arm check-isa-emu check-conv-emu fuzz-wav fuzz-http fuzz-json fuzz-server fuzz-st fuzz-config fuzz-voice fuzz-tokenizer fuzz-files clean cuda test-cuda bench-cuda
+.PHONY: all test test-asan test-tsan test-some bench-kernels bench-codec bench-encoder check-arm check-isa-emu check-conv-emu fuzz-wav fuzz-http fuzz-json fuzz-server fuzz-st fuzz-config fuzz-voice fuzz-tokenizer fuzz-files clean cuda test-cuda bench-cuda
 all: $(BIN) $(BENCH_BIN)
 
 # Per-ISA kernel files (src/kernels/kernels_<isa>.c) are the only objects
@@ -91,12 +92,14 @@ test-asan:
 	$(MAKE) BUILD=build-asan CFLAGS="$(SAN_FLAGS)" test
 
 # ThreadSanitizer on the tests that exercise threads: the library is rebuilt
-# with TSan and only test_thread* / test_kernels* (the pool) and
-# test_http* / test_request* / test_server* (the server) run.
+# with TSan and only test_thread* / test_kernels* (the pool),
+# test_http* / test_request* / test_server* (the server) and the two
+# voice-cloning encoders (their convs, ELUs and quantizer on the pool) run.
 TSAN_FLAGS = -O1 -fno-omit-frame-pointer -fsanitize=thread
 test-tsan:
 	$(MAKE) BUILD=build-tsan CFLAGS="$(TSAN_FLAGS)" test-some \
-	    TEST_ONLY="test_thread% test_kernels% test_http% test_request% test_server%"
+	    TEST_ONLY="test_thread% test_kernels% test_http% test_request% test_server% \
+	               test_codec_encoder% test_speaker_encoder%"
 
 test-some: $(filter $(addprefix $(BUILD)/tests/,$(TEST_ONLY)),$(TEST_BIN))
 	@tests/run.sh $^
@@ -116,6 +119,14 @@ $(BUILD)/bench_codec: tools/bench_codec.c $(LIB)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 bench-codec: $(BUILD)/bench_codec
+	$< $(BENCH_ARGS)
+
+# Voice-cloning encoders (tools/bench_encoder.c) of a full-size Base model
+# (BENCH_ARGS="--model DIR --seconds S ..."). Not a test.
+$(BUILD)/bench_encoder: tools/bench_encoder.c $(LIB)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+bench-encoder: $(BUILD)/bench_encoder
 	$< $(BENCH_ARGS)
 
 # The AVX-512 and AVX-VNNI kernels on CPUs without them: both files built

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "backend/backend.h"
 #include "base/thread.h"
 #include "io/config.h"
@@ -26,16 +27,6 @@
 #include "model/generate.h"
 #include "model/talker.h"
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    if (n <= 0) return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void die(const char *what, const qtts_err *err) {
     fprintf(stderr, "bench_backend: %s: %s\n", what, err ? err->msg : "");
@@ -137,8 +128,8 @@ int main(int argc, char **argv) {
         if (s) die("talker step", &err);
     }
     const double first = (t_cp[0] + t_step[0]) * 1e3;
-    const double ms_cp = median(t_cp + 1, frames - 1) * 1e3;
-    const double ms_step = median(t_step + 1, frames - 1) * 1e3;
+    const double ms_cp = bench_median(t_cp + 1, frames - 1) * 1e3;
+    const double ms_step = bench_median(t_step + 1, frames - 1) * 1e3;
     printf("frame (batch %d): talker step %.3f ms, code predictor %.3f ms, total %.3f ms "
            "(%.3f ms per sequence-frame; first frame %.1f ms)\n",
            B, ms_step, ms_cp, ms_step + ms_cp, (ms_step + ms_cp) / B, first);
@@ -153,7 +144,7 @@ int main(int argc, char **argv) {
             if (be->ops->codec_decode_window(be, wc, T, wav, &err)) die("codec", &err);
             tw[r] = qtts_now() - t0;
         }
-        const double ms = median(tw + 1, 4) * 1e3;
+        const double ms = bench_median(tw + 1, 4) * 1e3;
         printf("codec window of %d frames: %.2f ms (%.3f ms per frame of audio)\n", T, ms, ms / T);
         free(wc);
         free(wav);

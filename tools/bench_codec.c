@@ -44,6 +44,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "base/base.h"
 #include "base/thread.h"
 #include "io/config.h"
@@ -57,16 +58,6 @@
 #define MAX_RUNS 64
 #define MAX_STAGES 64
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(const double *v0, int n) {
-    double v[MAX_RUNS];
-    memcpy(v, v0, sizeof(double) * (size_t)n);
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* CPU seconds used by the process (all threads): on a shared machine the
  * one-thread figures are also given per CPU second, which other tenants'
@@ -148,8 +139,8 @@ static double probe(int runs, double *per_cpu) {
         g[r] = per * n / (qtts_now() - t0) / 1e9;
         gc[r] = per * n / (cpu_now() - c0) / 1e9;
     }
-    *per_cpu = median(gc, runs);
-    return median(g, runs);
+    *per_cpu = bench_median(gc, runs);
+    return bench_median(g, runs);
 }
 
 /* ==== FLOP count ========================================================= */
@@ -233,7 +224,7 @@ static void bench_decode(const qtts_codec_decoder *d, int T, int runs, double pe
         }
         if (r >= 0) tot[r] = qtts_now() - t0, tot_cpu[r] = cpu_now() - c0;
     }
-    const double sec = median(tot, runs), csec = median(tot_cpu, runs);
+    const double sec = bench_median(tot, runs), csec = bench_median(tot_cpu, runs);
     const double flop = 2 * decoder_macs(d, T);
     printf("  decode %d frames: %.1f ms/frame wall (%.3f s per s of audio), %.1f GFLOP/s conv "
            "(%.0f%% of probe); %.1f cpu-ms/frame, %.1f GFLOP per cpu-s (%.0f%% of probe)\n",
@@ -244,7 +235,7 @@ static void bench_decode(const qtts_codec_decoder *d, int T, int runs, double pe
     for (int i = 0; i < st[0].n; i++) {
         double v[MAX_RUNS], vc[MAX_RUNS];
         for (int r = 0; r < runs; r++) v[r] = st[r].t[i], vc[r] = st[r].c[i];
-        const double m = median(v, runs), mc = median(vc, runs);
+        const double m = bench_median(v, runs), mc = bench_median(vc, runs);
         printf("    %-20s %14.2f  %4.1f%%  %13.2f  %4.1f%%\n", st[0].name[i], m / T * 1e3,
                100 * m / sec, mc / T * 1e3, 100 * mc / csec);
     }
@@ -274,7 +265,7 @@ static void bench_conv_w(const char *label, const qtts_conv1d *c, const qtts_con
             qtts_conv1d_run(c, y, (size_t)n, x + P, ldx, n, accumulate, ws);
         if (r >= 0) t[r] = qtts_now() - t0, tc[r] = cpu_now() - c0;
     }
-    const double s = median(t, runs), sc = median(tc, runs);
+    const double s = bench_median(t, runs), sc = bench_median(tc, runs);
     const double macs = w ? qtts_conv_wino_macs(w) * frames : conv_macs(c, n);
     printf("    %-34s %5d x %5d x %5d  %8.3f ms/frame  %6.1f GFLOP/s  %6.1f per cpu-s\n", label,
            c->cout, c->cin * c->taps, n, s / frames * 1e3, 2 * macs / s / 1e9, 2 * macs / sc / 1e9);
@@ -352,7 +343,7 @@ static void bench_stream(const qtts_codec_decoder *d, const int32_t *codes, int 
     }
     const bool same = memcmp(wav, want, sizeof(float) * U * T) == 0;
     printf("    push %3d: %7.1f ms/frame wall, %7.1f cpu-ms/frame, first push %.0f ms; %s\n", push,
-           median(t, runs) / T * 1e3, median(tc, runs) / T * 1e3, first * 1e3,
+           bench_median(t, runs) / T * 1e3, bench_median(tc, runs) / T * 1e3, first * 1e3,
            same ? "bit-identical to qtts_codec_decode" : "DIFFERS from qtts_codec_decode");
     qtts_free(wav);
     qtts_codec_stream_free(s);

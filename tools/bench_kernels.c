@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "base/base.h"
 #include "base/thread.h"
 #include "kernels/kernels_impl.h"
@@ -47,14 +48,6 @@
 
 static int g_rows = 1; /* x rows per matmul (--rows) */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
 static uint64_t next_rand(void) {
@@ -178,7 +171,7 @@ static result bench_shape(uint8_t *arena, size_t set_bytes, const shape *s, qtts
     }
     qtts_free(x);
     qtts_free(y);
-    return (result){median(gbs, runs), set_bytes ? median(ratio, runs) : 0};
+    return (result){bench_median(gbs, runs), set_bytes ? bench_median(ratio, runs) : 0};
 }
 
 /* ==== one frame ========================================================== */
@@ -274,9 +267,9 @@ static void bench_frame(const model *m, int frames, double *ms_out, double *floo
     qtts_free(big);
     qtts_free(out);
     qtts_free(up);
-    *ms_out = median(ms, frames);
-    *floor_out = median(fl, frames);
-    *ratio_out = median(ratio, frames);
+    *ms_out = bench_median(ms, frames);
+    *floor_out = bench_median(fl, frames);
+    *ratio_out = bench_median(ratio, frames);
 }
 
 /* ==== main =============================================================== */
@@ -347,7 +340,7 @@ int main(int argc, char **argv) {
         qtts_threads_init(threads[t]);
         double g[MAX_RUNS];
         for (int r = 0; r < runs; r++) g[r] = (double)set / probe_once(arena, set) / 1e9;
-        printf("  %d thr %.1f", threads[t], median(g, runs));
+        printf("  %d thr %.1f", threads[t], bench_median(g, runs));
     }
     printf("\n\nmatmul, %d x row%s: weight GB/s from DRAM (in parentheses: percent of a probe\n"
            "reading the same bytes just before each run), then from the caches (one copy\n"

@@ -11,7 +11,7 @@
  * weight is packed once as a stride-1 conv of C*s input channels and
  * `taps` taps (front-padded with zero taps to taps*s), so
  *     y[o, t] = sum_{c,j} w[o, c, j] * x[c, t*s + j - (k - s)]
- * runs through qtts_conv1d_causal on X.
+ * runs through a stride-1 causal conv on X (the encoder: qtts_conv1d_run).
  *
  * Nearest codeword: the reference scores codewords with torch.cdist, which
  * for more than 25 codewords takes the matmul ("expanded") form
@@ -25,8 +25,8 @@
 
 #include "kernels.h"
 
-/* y[c, t] = elu(x[c, t]) = x > 0 ? x : expm1(x)  (alpha 1; y may alias x
- * when ldy == ldx). */
+/* y[c, t] = elu(x[c, t]) = x > 0 ? x : qtts_expm1(x)  (alpha 1; y may
+ * alias x when ldy == ldx). Rows are split over the thread pool. */
 void qtts_elu(float *y, size_t ldy, const float *x, size_t ldx, int channels, int n);
 
 /* Pack a torch Conv1d weight w[cout, cin, k] (+ bias[cout] or NULL) with
@@ -49,7 +49,9 @@ void qtts_phase_pack(float *X, size_t ldX, const float *x, size_t ldx, int chann
 
 /* Index of the codeword of cb[count, dim] nearest to r[dim] under the
  * reference's expanded-form distance (first index on ties). cb_sq[j] must
- * be qtts_vq_sqnorm of codeword j. */
+ * be qtts_vq_sqnorm of codeword j. The dots r.c are qtts_dot_f32's, taken
+ * from qtts_attn_scores (scale 1, exact), which computes them four
+ * codewords at a time on the CPU's vector units in that same order. */
 int qtts_vq_nearest(const float *r, const float *cb, const float *cb_sq, int count, int dim);
 
 /* |v|^2 in fp32, summed in the order qtts_vq_nearest uses for |r|^2. */

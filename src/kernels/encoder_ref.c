@@ -14,17 +14,40 @@
  */
 #include "encoder_kernels.h"
 
+#include "../base/thread.h"
+
 #include <math.h>
 #include <string.h>
 
-static inline float elu1(float v) { return v > 0.0f ? v : expm1f(v); }
+static inline float elu1(float v) {
+    float y;
+    qtts_elu_row(&y, &v, 1);
+    return y;
+}
 
+typedef struct {
+    float *y;
+    const float *x;
+    size_t ldy, ldx;
+    int channels, n, rows_per_task;
+} elu_job;
+
+static void elu_task(void *ctx, int task) {
+    const elu_job *j = ctx;
+    const int c1 = j->channels < (task + 1) * j->rows_per_task ? j->channels
+                                                               : (task + 1) * j->rows_per_task;
+    for (int c = task * j->rows_per_task; c < c1; c++)
+        qtts_elu_row(j->y + (size_t)c * j->ldy, j->x + (size_t)c * j->ldx, (size_t)j->n);
+}
+
+/* Rows split over the thread pool in tasks of about 64K values (each row
+ * is computed the same way whatever its task). */
 void qtts_elu(float *y, size_t ldy, const float *x, size_t ldx, int channels, int n) {
-    for (int c = 0; c < channels; c++) {
-        const float *xr = x + (size_t)c * ldx;
-        float *yr = y + (size_t)c * ldy;
-        for (int t = 0; t < n; t++) yr[t] = elu1(xr[t]);
-    }
+    if (channels <= 0 || n <= 0) return;
+    int per = (int)((64 * 1024 + n - 1) / n);
+    per = per < 1 ? 1 : per > channels ? channels : per;
+    elu_job j = {y, x, ldy, ldx, channels, n, per};
+    qtts_parallel_for((channels + per - 1) / per, elu_task, &j);
 }
 
 bool qtts_conv1d_strided_init(qtts_conv1d *c, const float *w, const float *bias, int cout, int cin,
@@ -68,14 +91,18 @@ int qtts_vq_nearest(const float *r, const float *cb, const float *cb_sq, int cou
     const float rn = qtts_vq_sqnorm(r, dim);
     int best = 0;
     float best_d = INFINITY;
-    for (int j = 0; j < count; j++) {
-        const float dot = qtts_dot_f32(r, cb + (size_t)j * dim, dim);
-        float d2 = (-2.0f * dot + rn) + cb_sq[j];
-        d2 = d2 > 0.0f ? d2 : 0.0f;
-        const float d = sqrtf(d2);
-        if (d < best_d) {
-            best_d = d;
-            best = j;
+    float dots[256];
+    for (int j0 = 0; j0 < count; j0 += 256) {
+        const int m = count - j0 < 256 ? count - j0 : 256;
+        qtts_attn_scores(dots, 0, r, 1, cb + (size_t)j0 * dim, (size_t)dim, m, dim, 1.0f);
+        for (int i = 0; i < m; i++) {
+            float d2 = (-2.0f * dots[i] + rn) + cb_sq[j0 + i];
+            d2 = d2 > 0.0f ? d2 : 0.0f;
+            const float d = sqrtf(d2);
+            if (d < best_d) {
+                best_d = d;
+                best = j0 + i;
+            }
         }
     }
     return best;

@@ -135,6 +135,13 @@ void qtts_rope_table(float *cos, float *sin, int n_pos, int d, double theta);
 void qtts_exp(float *y, const float *x, size_t n);
 float qtts_expf(float x);
 
+/* y[i] = e^x[i] - 1 the same way (the double-precision value rounded once;
+ * exact for tiny x, -0 stays -0): the ELU of the codec encoder. */
+void qtts_expm1(float *y, const float *x, size_t n);
+float qtts_expm1f(float x);
+/* y[i] = x[i] > 0 ? x[i] : qtts_expm1f(x[i]) (ELU, alpha 1; y == x allowed). */
+void qtts_elu_row(float *y, const float *x, size_t n);
+
 /* In-place softmax over n values: x - max, qtts_exp, a double sum in index
  * order, times the fp32 reciprocal. */
 void qtts_softmax(float *x, int n);

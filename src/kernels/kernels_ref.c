@@ -308,10 +308,13 @@ typedef float exp_v8f __attribute__((vector_size(32)));
 typedef int32_t exp_v8i __attribute__((vector_size(32)));
 typedef uint64_t exp_v8u __attribute__((vector_size(64)));
 
-/* *v = e^*v lane by lane (in place: a 32-byte vector return is an ABI
- * warning in the baseline build). */
-static inline __attribute__((always_inline)) void exp8(exp_v8f *v) {
-    exp_v8f x = *v;
+/* The shared part of exp8 and expm1_8: x clamped to [-104, 89] (a NaN
+ * stays NaN), k = round(x / ln2) in the low bits of *t, *kd = k as a
+ * double, and *em = e^r - 1 for r = x - k ln2: r times the Taylor
+ * polynomial of (e^r - 1) / r, degree 12, in Horner form. (Results by
+ * pointer: a 64-byte vector return is an ABI warning without AVX-512.) */
+static inline __attribute__((always_inline)) void exp_core(exp_v8f x, exp_v8d *t, exp_v8d *kd,
+                                                           exp_v8d *em) {
     const exp_v8f hi = {89, 89, 89, 89, 89, 89, 89, 89};
     const exp_v8f lo = {-104, -104, -104, -104, -104, -104, -104, -104};
     exp_v8i m = x > hi;   /* false for NaN: it passes through */
@@ -320,10 +323,9 @@ static inline __attribute__((always_inline)) void exp8(exp_v8f *v) {
     x = (exp_v8f)(((exp_v8i)x & ~m) | ((exp_v8i)lo & m));
     const exp_v8d xd = __builtin_convertvector(x, exp_v8d);
     const double shift = 0x1.8p52;
-    const exp_v8d shiftv = {shift, shift, shift, shift, shift, shift, shift, shift};
-    const exp_v8d t = xd * 0x1.71547652b82fep0 + shift;   /* 1/ln2 */
-    const exp_v8d kd = t - shift;
-    const exp_v8d r = (xd - kd * 0x1.62e42fee00000p-1) - kd * 0x1.a39ef35793c76p-33;
+    *t = xd * 0x1.71547652b82fep0 + shift;   /* 1/ln2 */
+    *kd = *t - shift;
+    const exp_v8d r = (xd - *kd * 0x1.62e42fee00000p-1) - *kd * 0x1.a39ef35793c76p-33;
     exp_v8d p = r * (1.0 / 6227020800.0) + 1.0 / 479001600.0;   /* 1/13!, 1/12! */
     p = p * r + 1.0 / 39916800.0;
     p = p * r + 1.0 / 3628800.0;
@@ -336,10 +338,38 @@ static inline __attribute__((always_inline)) void exp8(exp_v8f *v) {
     p = p * r + 1.0 / 6.0;
     p = p * r + 0.5;
     p = p * r + 1.0;
-    p = p * r + 1.0;
-    /* t's low bits hold k; unsigned, so a NaN's garbage k wraps without UB */
-    const exp_v8u k = (exp_v8u)t - (exp_v8u)shiftv;
-    *v = __builtin_convertvector(p * (exp_v8d)((k + 1023) << 52), exp_v8f);
+    *em = p * r;
+}
+
+/* *s = 2^k as a double, k from exp_core's t (exact: k stays in [-151,
+ * 129]); unsigned, so a NaN's garbage k wraps without UB. */
+static inline __attribute__((always_inline)) void exp_scale(const exp_v8d *t, exp_v8d *s) {
+    const double shift = 0x1.8p52;
+    const exp_v8d shiftv = {shift, shift, shift, shift, shift, shift, shift, shift};
+    const exp_v8u k = (exp_v8u)*t - (exp_v8u)shiftv;
+    *s = (exp_v8d)((k + 1023) << 52);
+}
+
+/* *v = e^*v lane by lane (in place: a 32-byte vector return is an ABI
+ * warning in the baseline build). */
+static inline __attribute__((always_inline)) void exp8(exp_v8f *v) {
+    exp_v8d t, kd, em, s;
+    exp_core(*v, &t, &kd, &em);
+    exp_scale(&t, &s);
+    *v = __builtin_convertvector((em + 1.0) * s, exp_v8f);
+}
+
+/* *v = e^*v - 1: 2^k (e^r - 1) + (2^k - 1), both terms exact or within an
+ * ulp of a double, so no cancellation reaches the float; k = 0 takes
+ * e^r - 1 itself (keeps the sign of -0 and the relative accuracy of tiny
+ * inputs). */
+static inline __attribute__((always_inline)) void expm1_8(exp_v8f *v) {
+    exp_v8d t, kd, em, s;
+    exp_core(*v, &t, &kd, &em);
+    exp_scale(&t, &s);
+    const exp_v8u zero = (exp_v8u)(kd == 0.0);
+    const exp_v8d y = (exp_v8d)(((exp_v8u)em & zero) | ((exp_v8u)(em * s + (s - 1.0)) & ~zero));
+    *v = __builtin_convertvector(y, exp_v8f);
 }
 
 /* Built for AVX-512, AVX2 and the baseline and picked at load (ifunc) on
@@ -351,25 +381,56 @@ static inline __attribute__((always_inline)) void exp8(exp_v8f *v) {
 #define EXP_WIDE
 #endif
 
-EXP_WIDE void qtts_exp(float *y, const float *x, size_t n) {
+/* The lane operations of qtts_exp, qtts_expm1 and qtts_elu_row. */
+enum { OP_EXP, OP_EXPM1, OP_ELU };
+
+static inline __attribute__((always_inline)) void op8(exp_v8f *v, const int op) {
+    if (op == OP_EXP) {
+        exp8(v);
+        return;
+    }
+    exp_v8f e = *v;
+    expm1_8(&e);
+    if (op == OP_ELU) {
+        const exp_v8f zero = {0};
+        const exp_v8i pos = *v > zero;
+        e = (exp_v8f)(((exp_v8i)*v & pos) | ((exp_v8i)e & ~pos));
+    }
+    *v = e;
+}
+
+/* y[i] = op(x[i]) 8 lanes at a time; the tail in the same lanes,
+ * zero-padded (each lane's value is its own). */
+static inline __attribute__((always_inline)) void map8(float *y, const float *x, size_t n,
+                                                       const int op) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         exp_v8f v;
         memcpy(&v, x + i, sizeof v);
-        exp8(&v);
+        op8(&v, op);
         memcpy(y + i, &v, sizeof v);
     }
-    if (i < n) {   /* the same lanes, zero-padded */
+    if (i < n) {
         exp_v8f v = {0};
         memcpy(&v, x + i, sizeof(float) * (n - i));
-        exp8(&v);
+        op8(&v, op);
         memcpy(y + i, &v, sizeof(float) * (n - i));
     }
 }
 
+EXP_WIDE void qtts_exp(float *y, const float *x, size_t n) { map8(y, x, n, OP_EXP); }
+EXP_WIDE void qtts_expm1(float *y, const float *x, size_t n) { map8(y, x, n, OP_EXPM1); }
+EXP_WIDE void qtts_elu_row(float *y, const float *x, size_t n) { map8(y, x, n, OP_ELU); }
+
 float qtts_expf(float x) {
     float y;
     qtts_exp(&y, &x, 1);
+    return y;
+}
+
+float qtts_expm1f(float x) {
+    float y;
+    qtts_expm1(&y, &x, 1);
     return y;
 }
 

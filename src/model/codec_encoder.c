@@ -12,11 +12,13 @@
  *
  * Run, in three phases that each allocate (sized from n) and free their
  * own scratch:
- *  1. SEANet over chunks of N = chunk_frames * hop samples. Each conv owns
- *     an input buffer [Cin, P + N_i] whose first P = (taps-1)*dil columns
- *     carry the tail of the previous chunk's input (zeros before the first
- *     chunk: the causal padding); after a chunk the tail is moved to the
- *     front. Strided convs keep their history in phase-packed columns.
+ *  1. SEANet over chunks of N = chunk_frames * hop samples, every conv on
+ *     qtts_conv1d_run (blocked SIMD on the thread pool) and the ELUs split
+ *     over the pool too, so the output does not depend on the chunk size
+ *     or the thread count. Each conv owns an input buffer [Cin, P + N_i]
+ *     whose first P = (taps-1)*dil columns carry the tail of the previous
+ *     chunk's input (zeros before the first chunk: the causal padding);
+ *     after a chunk the tail is moved to the front. Strided convs keep their history in phase-packed columns.
  *     The last chunk may be short; its strided convs see zeros past the end
  *     (the reference's right padding to a whole number of strides). Stage
  *     activations live in one buffer X [C_i, N_i] (the down conv reads its
@@ -24,12 +26,14 @@
  *     residual branch's middle activation lives in Hb. The final conv's
  *     output is transposed into the time-major [T, hidden] result.
  *  2. Transformer, time-major [T, hidden], full causal attention over all
- *     T positions (the reference's sdpa/eager path applies no window);
+ *     T positions (the reference's sdpa/eager path applies no window; its
+ *     heads on the pool);
  *     the MLP runs in blocks of MLP_ROWS rows to bound its [rows, inter]
  *     buffer.
  *  3. Downsample (phase-packed k4 s2 conv with replicate padding on both
  *     sides) -> [hidden, F], transposed to [F, hidden]; input projections;
- *     residual VQ per frame with qtts_vq_nearest.
+ *     residual VQ with qtts_vq_nearest, one quantizer at a time over all
+ *     frames (frames on the pool; each codebook read while it is cached).
  *
  * Peak memory is the transformer's ~7 [T, hidden]-sized arrays: about
  * 14 KiB per 25 Hz frame at full size (~200 MiB at the 600 s limit); the
@@ -37,6 +41,7 @@
  */
 #include "codec_encoder.h"
 
+#include "../base/thread.h"
 #include "../kernels/encoder_kernels.h"
 
 #include <math.h>
@@ -452,8 +457,9 @@ static qtts_status run_seanet(const qtts_codec_encoder *e, const float *wav, siz
     ok = ok && hist_alloc(&hb[bi++], C, e->conv_out.taps - 1, Ni);
     float *X = ok ? falloc(x_cap) : NULL, *Hb = X ? falloc(h_cap) : NULL;
     float *Y = Hb ? falloc((uint64_t)e->hidden * Ni) : NULL;
+    qtts_conv_ws *ws = Y ? qtts_conv_ws_new() : NULL;
     qtts_status st = QTTS_OK;
-    if (!Y) {
+    if (!ws) {
         st = qtts_fail(err, QTTS_ERR_NOMEM, "codec encoder: out of memory for the SEANet buffers");
         goto done;
     }
@@ -464,7 +470,7 @@ static qtts_status run_seanet(const qtts_codec_encoder *e, const float *wav, siz
         const bool last = pos + (size_t)N0 >= n;
         /* layers.0 */
         memcpy(hist_cur(&hb[0]), wav + pos, sizeof(float) * (size_t)n0);
-        qtts_conv1d_causal(&e->conv_in, X, (size_t)n0, hist_cur(&hb[0]), hb[0].ld, n0, false);
+        qtts_conv1d_run(&e->conv_in, X, (size_t)n0, hist_cur(&hb[0]), hb[0].ld, n0, false, ws);
         if (!last) keep_tail(hb[0].buf, hb[0].ld, 1, hb[0].P, n0);
         int ni = n0;
         bi = 1;
@@ -476,21 +482,22 @@ static qtts_status run_seanet(const qtts_codec_encoder *e, const float *wav, siz
                 const qtts_enc_resblock *rb = &s->res[j];
                 hist_buf *h = &hb[bi++];
                 qtts_elu(hist_cur(h), h->ld, X, (size_t)ni, Ci, ni);
-                qtts_conv1d_causal(&rb->conv1, Hb, (size_t)ni, hist_cur(h), h->ld, ni, false);
+                qtts_conv1d_run(&rb->conv1, Hb, (size_t)ni, hist_cur(h), h->ld, ni, false, ws);
                 if (!last) keep_tail(h->buf, h->ld, h->rows, h->P, ni);
                 qtts_elu(Hb, (size_t)ni, Hb, (size_t)ni, rb->conv1.cout, ni);
-                qtts_conv1d_causal(&rb->conv2, X, (size_t)ni, Hb, (size_t)ni, ni, true);
+                qtts_conv1d_run(&rb->conv2, X, (size_t)ni, Hb, (size_t)ni, ni, true, ws);
             }
             hist_buf *h = &hb[bi++];
             const int m = (ni + s->stride - 1) / s->stride;
-            qtts_phase_pack(hist_cur(h), h->ld, X, (size_t)ni, Ci, ni, s->stride, true, false);
-            qtts_conv1d_causal(&s->down, X, (size_t)m, hist_cur(h), h->ld, m, false);
+            qtts_elu(X, (size_t)ni, X, (size_t)ni, Ci, ni);   /* X is free after the pack */
+            qtts_phase_pack(hist_cur(h), h->ld, X, (size_t)ni, Ci, ni, s->stride, false, false);
+            qtts_conv1d_run(&s->down, X, (size_t)m, hist_cur(h), h->ld, m, false, ws);
             if (!last) keep_tail(h->buf, h->ld, h->rows, h->P, m);
             ni = m;
         }
         hist_buf *h = &hb[bi++];
         qtts_elu(hist_cur(h), h->ld, X, (size_t)ni, h->rows, ni);
-        qtts_conv1d_causal(&e->conv_out, Y, (size_t)ni, hist_cur(h), h->ld, ni, false);
+        qtts_conv1d_run(&e->conv_out, Y, (size_t)ni, hist_cur(h), h->ld, ni, false, ws);
         if (!last) keep_tail(h->buf, h->ld, h->rows, h->P, ni);
         QTTS_ASSERT(t_out + ni <= T);
         qtts_transpose(out_tm + (size_t)t_out * e->hidden, (size_t)e->hidden, Y, (size_t)ni,
@@ -505,15 +512,43 @@ done:
     qtts_free(X);
     qtts_free(Hb);
     qtts_free(Y);
+    qtts_conv_ws_free(ws);
     return st;
+}
+
+/* Causal attention of one head over the transformer's T positions (query
+ * i sees keys 0..i): heads write disjoint slices of att and use their own
+ * row of scores, so they are tasks of the thread pool. */
+typedef struct {
+    const qtts_codec_encoder *e;
+    const float *q, *k, *v;   /* [T, qd], [T, kvd], [T, kvd] */
+    float *att, *sc;          /* [T, qd], [heads, T] */
+    int T;
+    float scale;
+} enc_attn_job;
+
+static void enc_attn_head(void *ctx, int hh) {
+    const enc_attn_job *a = ctx;
+    const qtts_codec_encoder *e = a->e;
+    const int D = e->head_dim, qd = e->heads * D, kvd = e->kv_heads * D;
+    const int kh = hh / (e->heads / e->kv_heads);
+    float *sc = a->sc + (size_t)hh * a->T;
+    for (int i = 0; i < a->T; i++) {
+        const float *qi = a->q + (size_t)i * qd + hh * D;
+        qtts_attn_scores(sc, 0, qi, 1, a->k + kh * D, (size_t)kvd, i + 1, D, a->scale);
+        qtts_softmax(sc, i + 1);
+        qtts_attn_out(a->att + (size_t)i * qd + hh * D, sc, 0, 1, a->v + kh * D, (size_t)kvd,
+                      i + 1, D);
+    }
 }
 
 /* Phase 2: the transformer, in place on x [T, hidden]. */
 static qtts_status run_transformer(const qtts_codec_encoder *e, float *x, int T, qtts_err *err) {
     const int H = e->hidden, I = e->inter, D = e->head_dim, half = D / 2;
-    const int qd = e->heads * D, kvd = e->kv_heads * D, grp = e->heads / e->kv_heads;
+    const int qd = e->heads * D, kvd = e->kv_heads * D;
     const int mb = QTTS_MIN(T, MLP_ROWS);
-    const uint64_t total = (uint64_t)T * (2u * H + 2u * qd + 2u * kvd + 2u * half + 1u) +
+    const uint64_t total = (uint64_t)T * (2u * H + 2u * qd + 2u * kvd + 2u * half +
+                                          (uint64_t)e->heads) +
                            (uint64_t)mb * I;
     float *buf = falloc(total);
     if (!buf)
@@ -528,8 +563,8 @@ static qtts_status run_transformer(const qtts_codec_encoder *e, float *x, int T,
     float *v = k + (size_t)T * kvd;             /* [T, kvd] */
     float *cos_t = v + (size_t)T * kvd;         /* [T, half] */
     float *sin_t = cos_t + (size_t)T * half;    /* [T, half] */
-    float *sc = sin_t + (size_t)T * half;       /* [T] scores */
-    float *mlp = sc + (size_t)T;                /* [mb, I] */
+    float *sc = sin_t + (size_t)T * half;       /* [heads, T] scores */
+    float *mlp = sc + (size_t)T * e->heads;     /* [mb, I] */
     const float scale = 1.0f / sqrtf((float)D);
 
     qtts_rope_table(cos_t, sin_t, T, D, e->rope_theta);
@@ -546,17 +581,8 @@ static qtts_status run_transformer(const qtts_codec_encoder *e, float *x, int T,
             for (int hh = 0; hh < e->heads; hh++) qtts_rope(q + (size_t)t * qd + hh * D, c, s, D);
             for (int hh = 0; hh < e->kv_heads; hh++) qtts_rope(k + (size_t)t * kvd + hh * D, c, s, D);
         }
-        /* causal attention: query i sees keys 0..i */
-        for (int hh = 0; hh < e->heads; hh++) {
-            const int kh = hh / grp;
-            for (int i = 0; i < T; i++) {
-                const float *qi = q + (size_t)i * qd + hh * D;
-                qtts_attn_scores(sc, 0, qi, 1, k + kh * D, (size_t)kvd, i + 1, D, scale);
-                qtts_softmax(sc, i + 1);
-                qtts_attn_out(att + (size_t)i * qd + hh * D, sc, 0, 1, v + kh * D, (size_t)kvd,
-                              i + 1, D);
-            }
-        }
+        enc_attn_job aj = {e, q, k, v, att, sc, T, scale};
+        qtts_parallel_for(e->heads, enc_attn_head, &aj);
         qtts_matmul(tmp, att, T, &L->o, NULL);
         for (int t = 0; t < T; t++)
             for (int c = 0; c < H; c++) x[(size_t)t * H + c] += L->attn_scale[c] * tmp[(size_t)t * H + c];
@@ -593,7 +619,7 @@ static qtts_status run_downsample(const qtts_codec_encoder *e, const float *x, i
     for (int r = 0; r < H * DS_STRIDE; r++)
         for (int c = 0; c < Q; c++) X[(size_t)r * ldx + c] = xc[(size_t)(r / DS_STRIDE) * T];
     qtts_phase_pack(X + Q, ldx, xc, (size_t)T, H, T, DS_STRIDE, false, true);
-    qtts_conv1d_causal(&e->downsample, y, (size_t)F, X + Q, ldx, F, false);
+    qtts_conv1d_run(&e->downsample, y, (size_t)F, X + Q, ldx, F, false, NULL);
     emit(hook, "downsample", y, H, F, (size_t)F);
     qtts_transpose(emb, (size_t)H, y, (size_t)F, H, F);
 done:
@@ -603,11 +629,33 @@ done:
     return st;
 }
 
+/* Quantizer q of every frame: the frames are independent, so they are
+ * tasks of the thread pool, and the codebook (2 MB at full size) stays in
+ * the caches while every frame reads it, where a frame-by-frame walk
+ * through all 16 codebooks read them from memory for each frame. */
+typedef struct {
+    const qtts_codec_encoder *e;
+    float *r;          /* [F, cb_dim] residuals */
+    int32_t *codes;    /* [F, n_out] */
+    int q;
+} vq_job;
+
+static void vq_frame(void *ctx, int f) {
+    const vq_job *j = ctx;
+    const qtts_codec_encoder *e = j->e;
+    const int V = e->cb_dim;
+    const float *cb = e->codebooks + (size_t)e->cb_size * V * j->q;
+    float *rf = j->r + (size_t)f * V;
+    const int idx = qtts_vq_nearest(rf, cb, e->cb_sq + (size_t)e->cb_size * j->q, e->cb_size, V);
+    j->codes[(size_t)f * e->n_out + j->q] = idx;
+    const float *c = cb + (size_t)idx * V;
+    for (int d = 0; d < V; d++) rf[d] = rf[d] - c[d];
+}
+
 /* Phase 3b: split residual VQ of emb [F, hidden] into codes [F, n_out]. */
 static qtts_status run_quantizer(const qtts_codec_encoder *e, const float *emb, int F,
                                  int32_t *codes, qtts_err *err) {
     const int V = e->cb_dim;
-    const size_t cbn = (size_t)e->cb_size * V;
     float *r = falloc((uint64_t)F * V);
     if (!r) return nomem(err, "quantizer");
     for (int g = 0; g < 2; g++) {
@@ -618,16 +666,9 @@ static qtts_status run_quantizer(const qtts_codec_encoder *e, const float *emb, 
             qtts_matmul(r, emb, F, proj, NULL);
         else
             memcpy(r, emb, sizeof(float) * (size_t)F * V);
-        for (int f = 0; f < F; f++) {
-            float *rf = r + (size_t)f * V;
-            for (int q = q0; q < q0 + nq; q++) {
-                const float *cb = e->codebooks + cbn * q;
-                const int idx = qtts_vq_nearest(rf, cb, e->cb_sq + (size_t)e->cb_size * q,
-                                                e->cb_size, V);
-                codes[(size_t)f * e->n_out + q] = idx;
-                const float *c = cb + (size_t)idx * V;
-                for (int d = 0; d < V; d++) rf[d] = rf[d] - c[d];
-            }
+        for (int q = q0; q < q0 + nq; q++) {
+            vq_job j = {e, r, codes, q};
+            qtts_parallel_for(F, vq_frame, &j);
         }
     }
     qtts_free(r);

@@ -11,11 +11,12 @@
  * in-place float32 *= float64). Each mel row keeps its non-zero bin range,
  * and mel sums run in fp64 over that range.
  *
- * ECAPA: convolutions use the packed kernels of conv_ref.c. A "same"
- * reflect-padded conv is a causal conv over a copy of the input with the
- * reflected columns written around it: with total padding P = dil*(k-1),
- * left L = P/2, the row [x reflected L | x | x reflected P-L] is passed to
- * qtts_conv1d_causal starting at column P, whose causal reach of P columns
+ * ECAPA: convolutions run on qtts_conv1d_run (the codec decoder's blocked
+ * SIMD kernels on the thread pool; the same bits at any thread count). A
+ * "same" reflect-padded conv is a causal conv over a copy of the input with
+ * the reflected columns written around it: with total padding P =
+ * dil*(k-1), left L = P/2, the row [x reflected L | x | x reflected P-L] is
+ * passed to the conv starting at column P, whose causal reach of P columns
  * then covers exactly the padded window. 1x1 convs read the input in
  * place. The attention TDNN of the pooling layer sees [h; mu; sigma] where
  * mu and sigma are constant over time, so its weight is split: the h part
@@ -404,14 +405,9 @@ static void relu_rows(float *y, size_t ld, int rows, int T) {
     }
 }
 
-/* qtts_conv1d_causal over column blocks of SPK_COLS: the input block
- * (cin x SPK_COLS floats) then stays in L2 while every output row group
- * walks it. A column's sum does not depend on the block it is in. */
-#define SPK_COLS 128
 static void conv_cols(const qtts_conv1d *c, float *y, size_t ldy, const float *x, size_t ldx,
                       int T) {
-    for (int t0 = 0; t0 < T; t0 += SPK_COLS)
-        qtts_conv1d_causal(c, y + t0, ldy, x + t0, ldx, QTTS_MIN(SPK_COLS, T - t0), false);
+    qtts_conv1d_run(c, y, ldy, x, ldx, T, false, NULL);
 }
 
 /* y[cout, T] = conv_same_reflect(x[cin, T]) (+ ReLU when relu). pad holds

@@ -10,10 +10,11 @@
  * Inline expectations: codes the reference (Qwen3TTSTokenizer.encode,
  * fp32, CPU) returned with models/base06 for silence and for inputs shorter
  * than one 1920-sample frame, made by lcg_noise below (numpy float32
- * reproduces it bit for bit). Chunking the SEANet must not change a single
+ * reproduces it bit for bit). Chunking the SEANet or the thread count must not change a single
  * bit of its output. Set QTTS_TEST_VERBOSE=1 to print per-case results.
  */
 #include "harness.h"
+#include "base/thread.h"
 #include "kernels/encoder_kernels.h"
 #include "model/codec_encoder.h"
 
@@ -103,7 +104,38 @@ static void test_phase_pack_replicate(void) {
     CHECK(!memcmp(X, want, sizeof want), "replicate pack mismatch");
     float y[2 * 5];
     qtts_elu(y, 5, x, 5, 2, 5);
-    CHECK(y[0] == 1.0f && y[4] == 5.0f && y[5] == expm1f(-1.0f) && y[9] == expm1f(-5.0f), "elu");
+    CHECK(y[0] == 1.0f && y[4] == 5.0f && y[5] == (float)expm1(-1.0) &&
+              y[9] == (float)expm1(-5.0),
+          "elu");
+}
+
+/* qtts_elu over many rows (split over the thread pool) and in place: each
+ * row is qtts_elu_row's, whatever the thread count. */
+static void test_elu_rows(void) {
+    enum { C = 37, N = 3001, LD = 3010 };
+    float *x = malloc(sizeof(float) * C * LD), *y = malloc(sizeof(float) * C * LD),
+          *want = malloc(sizeof(float) * N);
+    uint64_t seed = 11;
+    for (int i = 0; i < C * LD; i++) x[i] = 4.0f * frand(&seed);
+    const int threads[] = {1, 2, 3};
+    for (size_t k = 0; k < QTTS_ARRAY_LEN(threads); k++) {
+        qtts_threads_init(threads[k]);
+        qtts_elu(y, LD, x, LD, C, N);
+        int bad = 0;
+        for (int c = 0; c < C; c++) {
+            qtts_elu_row(want, x + (size_t)c * LD, N);
+            bad += memcmp(want, y + (size_t)c * LD, sizeof(float) * N) != 0;
+        }
+        CHECK(bad == 0, "%d threads: %d rows differ from qtts_elu_row", threads[k], bad);
+    }
+    memcpy(y, x, sizeof(float) * C * LD);
+    qtts_elu(y, LD, y, LD, C, N);
+    qtts_elu_row(want, x + (size_t)5 * LD, N);
+    CHECK(!memcmp(want, y + (size_t)5 * LD, sizeof(float) * N), "in place");
+    qtts_threads_init(2);
+    free(x);
+    free(y);
+    free(want);
 }
 
 static void test_vq_nearest(void) {
@@ -282,18 +314,23 @@ static void test_chunking_is_exact(void) {
     float *x = malloc(sizeof(float) * n);
     lcg_noise(x, n, 99);
     for (size_t i = 0; i < n; i++) x[i] += 0.4f * sinf((float)i * 0.05f);
-    static const int chunks[] = {1000, 1, 2, 3, 7, 16};
+    /* chunk sizes (frames per SEANet pass) at one thread, then on the pool */
+    static const struct {
+        int chunk, threads;
+    } cases[] = {{1000, 1}, {1, 1}, {2, 1}, {3, 1}, {7, 1}, {16, 1}, {1000, 2}, {7, 3}};
     int32_t *ref_codes = NULL;
     capture ref = {0};
     int refF = 0;
-    for (size_t ci = 0; ci < QTTS_ARRAY_LEN(chunks); ci++) {
-        enc->chunk_frames = chunks[ci];
+    for (size_t ci = 0; ci < QTTS_ARRAY_LEN(cases); ci++) {
+        const int chunk = cases[ci].chunk;
+        qtts_threads_init(cases[ci].threads);
+        enc->chunk_frames = chunk;
         capture cap = {0};
         qtts_codec_enc_hook hook = {capture_hook, &cap};
         int32_t *codes = NULL;
         int F = 0;
         qtts_status st = qtts_codec_encode_hooked(enc, x, n, &codes, &F, &hook, &err);
-        CHECK(st == QTTS_OK && cap.seanet, "chunk %d: %s", chunks[ci], err.msg);
+        CHECK(st == QTTS_OK && cap.seanet, "chunk %d, %d threads: %s", chunk, cases[ci].threads, err.msg);
         if (st == QTTS_OK && ci == 0) {
             ref_codes = codes, ref = cap, refF = F;
             CHECK(F == (int)((n + 1919) / 1920), "frames %d", F);
@@ -301,13 +338,15 @@ static void test_chunking_is_exact(void) {
         }
         if (st == QTTS_OK && cap.seanet) {
             CHECK(F == refF && cap.n == ref.n && !memcmp(cap.seanet, ref.seanet, sizeof(float) * ref.n),
-                  "chunk %d: SEANet output not bit-identical to one pass", chunks[ci]);
+                  "chunk %d, %d threads: SEANet output not bit-identical to one pass", chunk,
+                  cases[ci].threads);
             CHECK(F == refF && !memcmp(codes, ref_codes, sizeof(int32_t) * (size_t)F * enc->n_out),
-                  "chunk %d: codes differ", chunks[ci]);
+                  "chunk %d, %d threads: codes differ", chunk, cases[ci].threads);
         }
         qtts_free(codes);
         free(cap.seanet);
     }
+    qtts_threads_init(2);
     qtts_free(ref_codes);
     free(ref.seanet);
     free(x);
@@ -531,6 +570,7 @@ int main(void) {
     }
     TEST_RUN(test_strided_conv_kernel);
     TEST_RUN(test_phase_pack_replicate);
+    TEST_RUN(test_elu_rows);
     TEST_RUN(test_vq_nearest);
     TEST_RUN(test_real_encoder_config);
     TEST_RUN(test_bad_encoder_configs);

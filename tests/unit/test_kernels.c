@@ -497,27 +497,35 @@ static void test_prefetch_hint(void) {
  * subnormal results, the zeros below e^-104 and the infinities above
  * e^88.73 among them), and the special values; lane position and the
  * zero-padded tail do not change a value; softmax and SwiGLU use it. */
-static void test_exp(void) {
+/* f against (float)ref((double)x) on every 61st float in [-110, 95], 8
+ * at a time: checks (the first few differences named) that none differs
+ * and that over 10 million were compared. */
+static void sweep_floats(void (*f)(float *, const float *, size_t), double (*ref)(double),
+                         const char *name) {
     long n = 0, diff = 0;
     float xs[8], ys[8];
     int nx = 0;
     for (uint64_t b = 0; b <= 0xFFFFFFFFu; b += 61) {
         const uint32_t u = (uint32_t)b;
-        float f;
-        memcpy(&f, &u, sizeof f);
-        if (!(f > -110.0f && f < 95.0f)) continue;
-        xs[nx++] = f;
+        float x;
+        memcpy(&x, &u, sizeof x);
+        if (!(x > -110.0f && x < 95.0f)) continue;
+        xs[nx++] = x;
         if (nx < 8) continue;
-        qtts_exp(ys, xs, 8);
+        f(ys, xs, 8);
         for (int i = 0; i < 8; i++) {
-            const float want = (float)exp((double)xs[i]);
+            const float want = (float)ref((double)xs[i]);
             n++;
             if (memcmp(&ys[i], &want, sizeof want) && diff++ < 5)
-                CHECK(0, "exp(%a) = %a, want %a", (double)xs[i], (double)ys[i], (double)want);
+                CHECK(0, "%s(%a) = %a, want %a", name, (double)xs[i], (double)ys[i], (double)want);
         }
         nx = 0;
     }
-    CHECK(diff == 0 && n > 10000000, "%ld of %ld differ", diff, n);
+    CHECK(diff == 0 && n > 10000000, "%s: %ld of %ld differ", name, diff, n);
+}
+
+static void test_exp(void) {
+    sweep_floats(qtts_exp, exp, "exp");
     const float sx[] = {0.0f, -0.0f, 1.0f, -1.0f, 88.72f, 88.73f, 89.0f, 1000.0f, -87.33f,
                         -100.0f, -103.9f, -104.0f, -1000.0f, INFINITY, -INFINITY, 1e-30f};
     for (size_t i = 0; i < QTTS_ARRAY_LEN(sx); i++) {
@@ -558,6 +566,40 @@ static void test_exp(void) {
         const float want = g[i] / (1.0f + qtts_expf(-g[i])) * up[i];
         CHECK(!memcmp(&sw[i], &want, sizeof want), "swiglu element %d", i);
     }
+}
+
+/* qtts_expm1: equal to the double-precision e^x - 1 rounded to float
+ * ((float)expm1((double)x)) on every 61st float in [-110, 95] and the
+ * special values (-0 stays -0, tiny x give x, -inf gives -1); qtts_elu_row
+ * is x > 0 ? x : qtts_expm1f(x) at every length and lane position; the
+ * exponential shares its code, which test_exp covers. */
+static void test_expm1(void) {
+    sweep_floats(qtts_expm1, expm1, "expm1");
+    const float sx[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-45f, -1e-45f, 0.3f, -0.3f, 0.35f,
+                        -0.35f, 1.0f, -1.0f, -17.0f, 88.7f, 89.0f, 1000.0f, -103.9f, -104.0f,
+                        -1000.0f, INFINITY, -INFINITY};
+    for (size_t i = 0; i < QTTS_ARRAY_LEN(sx); i++) {
+        const float got = qtts_expm1f(sx[i]), want = (float)expm1((double)sx[i]);
+        CHECK(!memcmp(&got, &want, sizeof got), "expm1(%g) = %a, want %a", (double)sx[i],
+              (double)got, (double)want);
+    }
+    CHECK(isnan(qtts_expm1f(NAN)), "expm1(NaN) = %g", (double)qtts_expm1f(NAN));
+    float x[19], y[19];
+    for (int len = 1; len <= 19; len++) {
+        for (int i = 0; i < len; i++) x[i] = (float)(i * 7 % 23) * -0.37f + 3.1f;
+        qtts_elu_row(y, x, (size_t)len);
+        for (int i = 0; i < len; i++) {
+            const float want = x[i] > 0.0f ? x[i] : qtts_expm1f(x[i]);
+            CHECK(!memcmp(&y[i], &want, sizeof want), "elu length %d element %d", len, i);
+        }
+        qtts_elu_row(x, x, (size_t)len);
+        CHECK(!memcmp(x, y, sizeof(float) * (size_t)len), "elu in place, length %d", len);
+    }
+    const float z[2] = {-0.0f, NAN};
+    float zy[2];
+    qtts_elu_row(zy, z, 2);
+    CHECK(signbit(zy[0]) && zy[0] == 0.0f && isnan(zy[1]), "elu(-0) = %g, elu(NaN) = %g",
+          (double)zy[0], (double)zy[1]);
 }
 
 static void test_norm_rope(void) {
@@ -1117,6 +1159,7 @@ int main(void) {
     TEST_RUN(test_attention);
     TEST_RUN(test_norm_rope);
     TEST_RUN(test_exp);
+    TEST_RUN(test_expm1);
     TEST_RUN(test_matmul_swiglu);
     TEST_RUN(test_quant_paths);
     TEST_RUN(test_row_determinism);

@@ -16,12 +16,13 @@
  *     max |c - r| / max(|r|, 1e-3) <= 1e-4 per element.
  * Golden-free checks: the filterbank against values taken from
  * librosa.filters.mel, the FFT front end against a direct DFT, frame
- * counts, argument errors, determinism, and load errors (no speaker
+ * counts, argument errors, determinism (thread counts too), and load errors (no speaker
  * encoder, inconsistent config, mis-shaped tensors).
  * QTTS_TEST_VERBOSE=1 prints every measured error.
  */
 #include "harness.h"
 #include "base/json.h"
+#include "base/thread.h"
 #include "io/audio.h"
 #include "io/config.h"
 #include "io/safetensors.h"
@@ -235,6 +236,14 @@ static void test_embed_arguments_and_determinism(void) {
     CHECK(qtts_spk_enc_embed(m.enc, x, 24000, a, &err) == QTTS_OK, "%s", err.msg);
     CHECK(qtts_spk_enc_embed(m.enc, x, 24000, b, &err) == QTTS_OK && !memcmp(a, b, sizeof(float) * E),
           "two runs differ");
+    /* the convolutions run on the thread pool: the same bits at any count */
+    for (int th = 2; th <= 3; th++) {
+        qtts_threads_init(th);
+        CHECK(qtts_spk_enc_embed(m.enc, x, 24000, b, &err) == QTTS_OK &&
+                  !memcmp(a, b, sizeof(float) * E),
+              "%d threads differ from 1", th);
+    }
+    qtts_threads_init(1);
     CHECK(qtts_spk_enc_embed_mel(m.enc, x, 4, a, &err) == QTTS_ERR_INVALID, "4 mel frames");
     x[100] = INFINITY;
     CHECK(qtts_spk_enc_embed(m.enc, x, 24000, a, &err) == QTTS_ERR_INVALID, "Inf input");
