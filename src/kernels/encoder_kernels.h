@@ -54,6 +54,11 @@ void qtts_phase_pack(float *X, size_t ldX, const float *x, size_t ldx, int chann
  * codewords at a time on the CPU's vector units in that same order. */
 int qtts_vq_nearest(const float *r, const float *cb, const float *cb_sq, int count, int dim);
 
+/* out[i] = qtts_vq_nearest(r + i * dim, ...) for the nr rows r[nr, dim],
+ * the same bits, several rows per pass over the codebook. */
+void qtts_vq_nearest_rows(const float *r, int nr, const float *cb, const float *cb_sq, int count,
+                          int dim, int *out);
+
 /* |v|^2 in fp32, summed in the order qtts_vq_nearest uses for |r|^2. */
 float qtts_vq_sqnorm(const float *v, int dim);
 

@@ -87,23 +87,40 @@ void qtts_phase_pack(float *X, size_t ldX, const float *x, size_t ldx, int chann
 
 float qtts_vq_sqnorm(const float *v, int dim) { return qtts_dot_f32(v, v, dim); }
 
-int qtts_vq_nearest(const float *r, const float *cb, const float *cb_sq, int count, int dim) {
-    const float rn = qtts_vq_sqnorm(r, dim);
-    int best = 0;
-    float best_d = INFINITY;
-    float dots[256];
-    for (int j0 = 0; j0 < count; j0 += 256) {
-        const int m = count - j0 < 256 ? count - j0 : 256;
-        qtts_attn_scores(dots, 0, r, 1, cb + (size_t)j0 * dim, (size_t)dim, m, dim, 1.0f);
-        for (int i = 0; i < m; i++) {
-            float d2 = (-2.0f * dots[i] + rn) + cb_sq[j0 + i];
-            d2 = d2 > 0.0f ? d2 : 0.0f;
-            const float d = sqrtf(d2);
-            if (d < best_d) {
-                best_d = d;
-                best = j0 + i;
-            }
+void qtts_vq_nearest_rows(const float *r, int nr, const float *cb, const float *cb_sq, int count,
+                          int dim, int *out) {
+    enum { ROWS = 8, CW = 256 };   /* rows per kernel call, codewords per block */
+    float dots[ROWS * CW];
+    for (int r0 = 0; r0 < nr; r0 += ROWS) {
+        const int n = nr - r0 < ROWS ? nr - r0 : ROWS;
+        const float *rr = r + (size_t)r0 * dim;
+        float rn[ROWS], best_d[ROWS];
+        for (int i = 0; i < n; i++) {
+            rn[i] = qtts_vq_sqnorm(rr + (size_t)i * dim, dim);
+            best_d[i] = INFINITY;
+            out[r0 + i] = 0;
+        }
+        for (int j0 = 0; j0 < count; j0 += CW) {
+            const int m = count - j0 < CW ? count - j0 : CW;
+            /* the rows as the "heads" of one call: each codeword is loaded
+             * once for two rows, and every dot keeps its own order */
+            qtts_attn_scores(dots, CW, rr, n, cb + (size_t)j0 * dim, (size_t)dim, m, dim, 1.0f);
+            for (int i = 0; i < n; i++)
+                for (int k = 0; k < m; k++) {
+                    float d2 = (-2.0f * dots[i * CW + k] + rn[i]) + cb_sq[j0 + k];
+                    d2 = d2 > 0.0f ? d2 : 0.0f;
+                    const float d = sqrtf(d2);
+                    if (d < best_d[i]) {
+                        best_d[i] = d;
+                        out[r0 + i] = j0 + k;
+                    }
+                }
         }
     }
+}
+
+int qtts_vq_nearest(const float *r, const float *cb, const float *cb_sq, int count, int dim) {
+    int best;
+    qtts_vq_nearest_rows(r, 1, cb, cb_sq, count, dim, &best);
     return best;
 }

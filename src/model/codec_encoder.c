@@ -629,27 +629,33 @@ done:
     return st;
 }
 
-/* Quantizer q of every frame: the frames are independent, so they are
- * tasks of the thread pool, and the codebook (2 MB at full size) stays in
- * the caches while every frame reads it, where a frame-by-frame walk
- * through all 16 codebooks read them from memory for each frame. */
+/* Quantizer q of every frame: the frames are independent, so blocks of
+ * VQ_ROWS frames are tasks of the thread pool, and the codebook (2 MB at
+ * full size) stays in the caches while every frame reads it, where a
+ * frame-by-frame walk through all 16 codebooks read them from memory for
+ * each frame. */
+#define VQ_ROWS 8
 typedef struct {
     const qtts_codec_encoder *e;
     float *r;          /* [F, cb_dim] residuals */
     int32_t *codes;    /* [F, n_out] */
-    int q;
+    int F, q;
 } vq_job;
 
-static void vq_frame(void *ctx, int f) {
+static void vq_block(void *ctx, int t) {
     const vq_job *j = ctx;
     const qtts_codec_encoder *e = j->e;
-    const int V = e->cb_dim;
+    const int V = e->cb_dim, f0 = t * VQ_ROWS, n = QTTS_MIN(VQ_ROWS, j->F - f0);
     const float *cb = e->codebooks + (size_t)e->cb_size * V * j->q;
-    float *rf = j->r + (size_t)f * V;
-    const int idx = qtts_vq_nearest(rf, cb, e->cb_sq + (size_t)e->cb_size * j->q, e->cb_size, V);
-    j->codes[(size_t)f * e->n_out + j->q] = idx;
-    const float *c = cb + (size_t)idx * V;
-    for (int d = 0; d < V; d++) rf[d] = rf[d] - c[d];
+    int idx[VQ_ROWS];
+    qtts_vq_nearest_rows(j->r + (size_t)f0 * V, n, cb, e->cb_sq + (size_t)e->cb_size * j->q,
+                         e->cb_size, V, idx);
+    for (int i = 0; i < n; i++) {
+        float *rf = j->r + (size_t)(f0 + i) * V;
+        j->codes[(size_t)(f0 + i) * e->n_out + j->q] = idx[i];
+        const float *c = cb + (size_t)idx[i] * V;
+        for (int d = 0; d < V; d++) rf[d] = rf[d] - c[d];
+    }
 }
 
 /* Phase 3b: split residual VQ of emb [F, hidden] into codes [F, n_out]. */
@@ -667,8 +673,8 @@ static qtts_status run_quantizer(const qtts_codec_encoder *e, const float *emb, 
         else
             memcpy(r, emb, sizeof(float) * (size_t)F * V);
         for (int q = q0; q < q0 + nq; q++) {
-            vq_job j = {e, r, codes, q};
-            qtts_parallel_for(F, vq_frame, &j);
+            vq_job j = {e, r, codes, F, q};
+            qtts_parallel_for((F + VQ_ROWS - 1) / VQ_ROWS, vq_block, &j);
         }
     }
     qtts_free(r);

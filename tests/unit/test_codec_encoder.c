@@ -162,6 +162,20 @@ static void test_vq_nearest(void) {
         agree += qtts_vq_nearest(r, cb, sq, N, D) == best;
     }
     CHECK(agree == 200, "%d of 200 random queries agree with the exact nearest codeword", agree);
+    /* several rows per pass: each row's answer is its own (19 rows: two
+     * passes of 8 and a tail; 300 codewords: a full block of 256 and a
+     * partial one), the tie included */
+    float rows[19 * D];
+    for (int i = 0; i < 19 * D; i++) rows[i] = 1.5f * frand(&seed);
+    memcpy(rows + 11 * D, cb + 250 * D, sizeof(float) * D);
+    int idx[19];
+    for (int nr = 1; nr <= 19; nr += 6) {
+        qtts_vq_nearest_rows(rows, nr, cb, sq, N, D, idx);
+        int same = 0;
+        for (int i = 0; i < nr; i++) same += idx[i] == qtts_vq_nearest(rows + i * D, cb, sq, N, D);
+        CHECK(same == nr, "%d rows: %d agree with one row at a time", nr, same);
+    }
+    CHECK(idx[11] == 17, "tie in a batch -> %d", idx[11]);
 }
 
 /* ---- goldens -------------------------------------------------------------- */
