@@ -18,8 +18,9 @@
  *     or the thread count. Each conv owns an input buffer [Cin, P + N_i]
  *     whose first P = (taps-1)*dil columns carry the tail of the previous
  *     chunk's input (zeros before the first chunk: the causal padding);
- *     after a chunk the tail is moved to the front. Strided convs keep their history in phase-packed columns.
- *     The last chunk may be short; its strided convs see zeros past the end
+ *     after a chunk the tail is moved to the front. Strided convs keep
+ *     their history in phase-packed columns. The last chunk may be short;
+ *     its strided convs see zeros past the end
  *     (the reference's right padding to a whole number of strides). Stage
  *     activations live in one buffer X [C_i, N_i] (the down conv reads its
  *     own packed copy, so it can write the next stage's x over X); the
@@ -27,9 +28,8 @@
  *     output is transposed into the time-major [T, hidden] result.
  *  2. Transformer, time-major [T, hidden], full causal attention over all
  *     T positions (the reference's sdpa/eager path applies no window; its
- *     heads on the pool);
- *     the MLP runs in blocks of MLP_ROWS rows to bound its [rows, inter]
- *     buffer.
+ *     heads on the pool); the MLP runs in blocks of MLP_ROWS rows to bound
+ *     its [rows, inter] buffer.
  *  3. Downsample (phase-packed k4 s2 conv with replicate padding on both
  *     sides) -> [hidden, F], transposed to [F, hidden]; input projections;
  *     residual VQ with qtts_vq_nearest, one quantizer at a time over all
