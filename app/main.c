@@ -363,6 +363,22 @@ static int cmd_synth(int argc, char **argv) {
     eo.codec = codec;
     eo.kv_cache = kv_cache;
     eo.check_weights = check_weights;
+    /* the inputs before the model: a missing file or text fails at once */
+    char *text_buf = NULL;
+    void *ref_buf = NULL;
+    size_t ref_len = 0;
+    if (!list_spk && !list_lang) {
+        if (codes_in && req.speed != 0 && req.speed != 1)
+            die("synth: --speed applies to synthesis, not to --codes-in");
+        if (!codes_in) {
+            if (text_file) text_buf = read_text_file(text_file);
+            else if (text) text_buf = strdup(text);
+            else die("synth: no text: use --text TEXT or --text-file FILE ('-' for stdin)");
+            if (!text_buf) die("out of memory");
+            req.text = text_buf;
+        }
+        if (ref_audio) ref_buf = read_binary_file(ref_audio, &ref_len);
+    }
     qtts_engine *eng = NULL;
     double t_load = qtts_cli_now();
     if (qtts_engine_open(model, &eo, &eng, &err)) die("%s", err.msg);
@@ -379,17 +395,6 @@ static int cmd_synth(int argc, char **argv) {
         }
         qtts_engine_close(eng);
         return 0;
-    }
-
-    if (codes_in && req.speed != 0 && req.speed != 1)
-        die("synth: --speed applies to synthesis, not to --codes-in");
-    char *text_buf = NULL;
-    if (!codes_in) {
-        if (text_file) text_buf = read_text_file(text_file);
-        else if (text) text_buf = strdup(text);
-        else die("synth: no text: use --text TEXT or --text-file FILE ('-' for stdin)");
-        if (!text_buf) die("out of memory");
-        req.text = text_buf;
     }
 
     int frame_cap = max_frames;
@@ -416,11 +421,10 @@ static int cmd_synth(int argc, char **argv) {
     if (ref_audio) {
         /* Clone once through a profile, so --save-voice stores exactly what
          * this synthesis used. */
-        size_t alen = 0;
-        void *abuf = read_binary_file(ref_audio, &alen);
-        if (qtts_voice_create(eng, abuf, alen, req.ref_text, req.x_vector_only, NULL, &voice, &err))
+        if (qtts_voice_create(eng, ref_buf, ref_len, req.ref_text, req.x_vector_only, NULL, &voice,
+                              &err))
             die("%s: %s", ref_audio, err.msg);
-        free(abuf);
+        free(ref_buf);
         if (voice_out && qtts_voice_save(voice, voice_out, &err)) die("%s", err.msg);
     } else if (voice_in) {
         if (qtts_voice_load(eng, voice_in, &voice, &err)) die("%s", err.msg);
@@ -550,14 +554,17 @@ static int cmd_voice(int argc, char **argv) {
 #undef NEXT
     }
     if (!model) die("voice %s: -m MODEL_DIR is required", verb);
+    const bool create = !strcmp(verb, "create");
+    if (create && (!ref_audio || !out))
+        die("voice create: --ref-audio FILE and -o PROFILE are required");
+    /* the recording before the model: a missing file fails at once */
+    size_t alen = 0;
+    void *abuf = create ? read_binary_file(ref_audio, &alen) : NULL;
     qtts_error err;
     qtts_engine *eng = NULL;
     if (qtts_engine_open(model, NULL, &eng, &err)) die("%s", err.msg);
     int rc = 0;
-    if (!strcmp(verb, "create")) {
-        if (!ref_audio || !out) die("voice create: --ref-audio FILE and -o PROFILE are required");
-        size_t alen = 0;
-        void *abuf = read_binary_file(ref_audio, &alen);
+    if (create) {
         qtts_voice *v = NULL;
         if (qtts_voice_create(eng, abuf, alen, ref_text, xvec_only, lang, &v, &err))
             die("%s: %s", ref_audio, err.msg);

@@ -555,6 +555,18 @@ static void test_cli(void) {
     snprintf(cmd, sizeof cmd, "%s synth -m %s --text hi -o /dev/null", bin, m);
     rc = run(out, sizeof out, cmd);
     CHECK(rc == 1 && strstr(out, "reference audio"), "Base without a voice: %d %s", rc, out);
+    /* a missing recording is reported before the model is opened (this model does not exist) */
+    snprintf(cmd, sizeof cmd,
+             "%s synth -m /nonexistent-model --ref-audio /nonexistent.wav --text hi -o /dev/null", bin);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 1 && strstr(out, "/nonexistent.wav") && !strstr(out, "nonexistent-model"),
+          "synth, missing recording: %d %s", rc, out);
+    snprintf(cmd, sizeof cmd,
+             "%s voice create -m /nonexistent-model --ref-audio /nonexistent.wav -o %s/n.voice", bin,
+             dir);
+    rc = run(out, sizeof out, cmd);
+    CHECK(rc == 1 && strstr(out, "/nonexistent.wav") && !strstr(out, "nonexistent-model"),
+          "voice create, missing recording: %d %s", rc, out);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0, "cleanup");
 }
