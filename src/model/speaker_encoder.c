@@ -406,17 +406,17 @@ static void relu_rows(float *y, size_t ld, int rows, int T) {
 }
 
 static void conv_cols(const qtts_conv1d *c, float *y, size_t ldy, const float *x, size_t ldx,
-                      int T) {
-    qtts_conv1d_run(c, y, ldy, x, ldx, T, false, NULL);
+                      int T, qtts_conv_ws *ws) {
+    qtts_conv1d_run(c, y, ldy, x, ldx, T, false, ws);
 }
 
 /* y[cout, T] = conv_same_reflect(x[cin, T]) (+ ReLU when relu). pad holds
  * cin * (T + dil*(k-1)) floats. */
 static void conv_same(const qtts_conv1d *c, float *y, size_t ldy, const float *x, size_t ldx,
-                      int T, float *pad, bool relu) {
+                      int T, float *pad, bool relu, qtts_conv_ws *ws) {
     const int tot = c->dil * (c->taps - 1);
     if (tot == 0) {
-        conv_cols(c, y, ldy, x, ldx, T);
+        conv_cols(c, y, ldy, x, ldx, T, ws);
     } else {
         const int L = tot / 2, R = tot - L;
         const size_t ld = (size_t)T + tot;
@@ -427,7 +427,7 @@ static void conv_same(const qtts_conv1d *c, float *y, size_t ldy, const float *x
             memcpy(row + L, xr, sizeof(float) * (size_t)T);
             for (int i = 0; i < R; i++) row[L + T + i] = xr[T - 2 - i];
         }
-        conv_cols(c, y, ldy, pad + tot, ld, T);
+        conv_cols(c, y, ldy, pad + tot, ld, T, ws);
     }
     if (relu) relu_rows(y, ldy, c->cout, T);
 }
@@ -436,25 +436,26 @@ static float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* One SE-Res2Net block: out[C, T] = SE(TDNN2(Res2Net(TDNN1(x)))) + x. */
 static void se_res2net(const qtts_spk_enc *e, const spk_block *k, float *out, const float *x,
-                       int T, float *t1, float *r, float *tmp, float *pad, float *mean, float *z) {
+                       int T, float *t1, float *r, float *tmp, float *pad, float *mean, float *z,
+                       qtts_conv_ws *ws) {
     const int C = k->C, S = e->S, w = C / S;
     const size_t ld = (size_t)T;
-    conv_same(&k->tdnn1, t1, ld, x, ld, T, pad, true);
+    conv_same(&k->tdnn1, t1, ld, x, ld, T, pad, true, ws);
     /* Res2Net: chunk 0 passes through; chunk i >= 1 is TDNN(x_i + y_(i-1)) */
     memcpy(r, t1, sizeof(float) * (size_t)w * T);
     for (int i = 1; i < S; i++) {
         const float *xi = t1 + (size_t)i * w * ld;
         float *yi = r + (size_t)i * w * ld;
         if (i == 1) {
-            conv_same(&k->res[0], yi, ld, xi, ld, T, pad, true);
+            conv_same(&k->res[0], yi, ld, xi, ld, T, pad, true, ws);
         } else {
             const float *yp = r + (size_t)(i - 1) * w * ld;
             for (size_t j = 0; j < (size_t)w * ld; j++) tmp[j] = xi[j] + yp[j];
-            conv_same(&k->res[i - 1], yi, ld, tmp, ld, T, pad, true);
+            conv_same(&k->res[i - 1], yi, ld, tmp, ld, T, pad, true, ws);
         }
     }
     float *t2 = t1; /* t1 is no longer needed */
-    conv_same(&k->tdnn2, t2, ld, r, ld, T, pad, true);
+    conv_same(&k->tdnn2, t2, ld, r, ld, T, pad, true, ws);
     /* SE: channel means -> conv1 + ReLU -> conv2 + sigmoid -> scale */
     for (int c = 0; c < C; c++) {
         double acc = 0;
@@ -522,15 +523,18 @@ static qtts_status forward(const qtts_spk_enc *e, const float *mel_cm, size_t T_
     float *att = a2 + (size_t)C4 * ld, *pad = att + (size_t)A * ld;
     float *se_mean = vec, *z = se_mean + C, *mu = z + e->SE, *sg = mu + C4, *cst = sg + C4;
     float *pooled = cst + A;   /* [2*C4]: weighted mu then sigma */
+    /* the convs' packing buffers, kept across this call's convs (NULL, on
+     * allocation failure: each conv then takes a temporary one) */
+    qtts_conv_ws *ws = qtts_conv_ws_new();
 
-    conv_same(&e->block0, h0, ld, mel_cm, ld, T, pad, true);
+    conv_same(&e->block0, h0, ld, mel_cm, ld, T, pad, true, ws);
     const float *x = h0;
     for (int b = 0; b < 3; b++) {
         float *o = cat + (size_t)b * C * ld;
-        se_res2net(e, &e->blk[b], o, x, T, t1, r, tmp, pad, se_mean, z);
+        se_res2net(e, &e->blk[b], o, x, T, t1, r, tmp, pad, se_mean, z, ws);
         x = o;
     }
-    conv_same(&e->mfa, m, ld, cat, ld, T, pad, true);
+    conv_same(&e->mfa, m, ld, cat, ld, T, pad, true, ws);
 
     /* attentive statistics pooling */
     weighted_stats(m, NULL, C4, T, mu, sg);
@@ -540,7 +544,7 @@ static qtts_status forward(const qtts_spk_enc *e, const float *mel_cm, size_t T_
         for (int c = 0; c < C4; c++) acc += (double)wr[c] * mu[c] + (double)wr[C4 + c] * sg[c];
         cst[a] = (float)acc + e->asp_b[a];
     }
-    conv_cols(&e->asp_x, att, ld, m, ld, T);
+    conv_cols(&e->asp_x, att, ld, m, ld, T, ws);
     for (int a = 0; a < A; a++) {
         float *row = att + (size_t)a * ld;
         for (int t = 0; t < T; t++) {
@@ -548,7 +552,7 @@ static qtts_status forward(const qtts_spk_enc *e, const float *mel_cm, size_t T_
             row[t] = tanhf(v > 0.0f ? v : 0.0f);
         }
     }
-    conv_cols(&e->asp_conv, a2, ld, att, ld, T);
+    conv_cols(&e->asp_conv, a2, ld, att, ld, T, ws);
     for (int c = 0; c < C4; c++) {
         float *row = a2 + (size_t)c * ld;
         float mx = row[0];
@@ -574,6 +578,7 @@ static qtts_status forward(const qtts_spk_enc *e, const float *mel_cm, size_t T_
             st = qtts_fail(err, QTTS_ERR_NUMERIC, "speaker encoder: non-finite x-vector element %d", j);
             break;
         }
+    qtts_conv_ws_free(ws);
     qtts_free(buf);
     qtts_free(vec);
     return st;
