@@ -404,6 +404,16 @@ static inline __attribute__((always_inline)) void op8(exp_v8f *v, const int op) 
 static inline __attribute__((always_inline)) void map8(float *y, const float *x, size_t n,
                                                        const int op) {
     size_t i = 0;
+    /* two vectors per step: two independent polynomial chains in flight */
+    for (; i + 16 <= n; i += 16) {
+        exp_v8f v, w;
+        memcpy(&v, x + i, sizeof v);
+        memcpy(&w, x + i + 8, sizeof w);
+        op8(&v, op);
+        op8(&w, op);
+        memcpy(y + i, &v, sizeof v);
+        memcpy(y + i + 8, &w, sizeof w);
+    }
     for (; i + 8 <= n; i += 8) {
         exp_v8f v;
         memcpy(&v, x + i, sizeof v);
