@@ -311,10 +311,12 @@ typedef uint64_t exp_v8u __attribute__((vector_size(64)));
 /* The shared part of exp8 and expm1_8: x clamped to [-104, 89] (a NaN
  * stays NaN), k = round(x / ln2) in the low bits of *t, *kd = k as a
  * double, and *em = e^r - 1 for r = x - k ln2: r times the Taylor
- * polynomial of (e^r - 1) / r, degree 12, in Horner form. (Results by
- * pointer: a 64-byte vector return is an ABI warning without AVX-512.) */
-static inline __attribute__((always_inline)) void exp_core(exp_v8f x, exp_v8d *t, exp_v8d *kd,
-                                                           exp_v8d *em) {
+ * polynomial of (e^r - 1) / r, degree 12, in Horner form. (Vectors by
+ * pointer: passing or returning them by value is an ABI note or warning
+ * in the baseline build.) */
+static inline __attribute__((always_inline)) void exp_core(const exp_v8f *xin, exp_v8d *t,
+                                                           exp_v8d *kd, exp_v8d *em) {
+    exp_v8f x = *xin;
     const exp_v8f hi = {89, 89, 89, 89, 89, 89, 89, 89};
     const exp_v8f lo = {-104, -104, -104, -104, -104, -104, -104, -104};
     exp_v8i m = x > hi;   /* false for NaN: it passes through */
@@ -354,7 +356,7 @@ static inline __attribute__((always_inline)) void exp_scale(const exp_v8d *t, ex
  * warning in the baseline build). */
 static inline __attribute__((always_inline)) void exp8(exp_v8f *v) {
     exp_v8d t, kd, em, s;
-    exp_core(*v, &t, &kd, &em);
+    exp_core(v, &t, &kd, &em);
     exp_scale(&t, &s);
     *v = __builtin_convertvector((em + 1.0) * s, exp_v8f);
 }
@@ -365,7 +367,7 @@ static inline __attribute__((always_inline)) void exp8(exp_v8f *v) {
  * inputs). */
 static inline __attribute__((always_inline)) void expm1_8(exp_v8f *v) {
     exp_v8d t, kd, em, s;
-    exp_core(*v, &t, &kd, &em);
+    exp_core(v, &t, &kd, &em);
     exp_scale(&t, &s);
     const exp_v8u zero = (exp_v8u)(kd == 0.0);
     const exp_v8d y = (exp_v8d)(((exp_v8u)em & zero) | ((exp_v8u)(em * s + (s - 1.0)) & ~zero));

@@ -524,16 +524,23 @@ static void sweep_floats(void (*f)(float *, const float *, size_t), double (*ref
     CHECK(diff == 0 && n > 10000000, "%s: %ld of %ld differ", name, diff, n);
 }
 
+/* f(x) bit for bit (float)ref((double)x) on each of the n special values,
+ * and NaN for NaN. */
+static void check_values(float (*f)(float), double (*ref)(double), const float *xs, size_t n,
+                         const char *name) {
+    for (size_t i = 0; i < n; i++) {
+        const float got = f(xs[i]), want = (float)ref((double)xs[i]);
+        CHECK(!memcmp(&got, &want, sizeof got), "%s(%g) = %a, want %a", name, (double)xs[i],
+              (double)got, (double)want);
+    }
+    CHECK(isnan(f(NAN)), "%s(NaN) = %g", name, (double)f(NAN));
+}
+
 static void test_exp(void) {
     sweep_floats(qtts_exp, exp, "exp");
     const float sx[] = {0.0f, -0.0f, 1.0f, -1.0f, 88.72f, 88.73f, 89.0f, 1000.0f, -87.33f,
                         -100.0f, -103.9f, -104.0f, -1000.0f, INFINITY, -INFINITY, 1e-30f};
-    for (size_t i = 0; i < QTTS_ARRAY_LEN(sx); i++) {
-        const float got = qtts_expf(sx[i]), want = (float)exp((double)sx[i]);
-        CHECK(!memcmp(&got, &want, sizeof got), "exp(%g) = %a, want %a", (double)sx[i],
-              (double)got, (double)want);
-    }
-    CHECK(isnan(qtts_expf(NAN)), "exp(NaN) = %g", (double)qtts_expf(NAN));
+    check_values(qtts_expf, exp, sx, QTTS_ARRAY_LEN(sx), "exp");
     /* every length 1-19 and lane position gives each value its scalar result */
     float x[19], y[19];
     for (int len = 1; len <= 19; len++) {
@@ -578,12 +585,7 @@ static void test_expm1(void) {
     const float sx[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-45f, -1e-45f, 0.3f, -0.3f, 0.35f,
                         -0.35f, 1.0f, -1.0f, -17.0f, 88.7f, 89.0f, 1000.0f, -103.9f, -104.0f,
                         -1000.0f, INFINITY, -INFINITY};
-    for (size_t i = 0; i < QTTS_ARRAY_LEN(sx); i++) {
-        const float got = qtts_expm1f(sx[i]), want = (float)expm1((double)sx[i]);
-        CHECK(!memcmp(&got, &want, sizeof got), "expm1(%g) = %a, want %a", (double)sx[i],
-              (double)got, (double)want);
-    }
-    CHECK(isnan(qtts_expm1f(NAN)), "expm1(NaN) = %g", (double)qtts_expm1f(NAN));
+    check_values(qtts_expm1f, expm1, sx, QTTS_ARRAY_LEN(sx), "expm1");
     float x[19], y[19];
     for (int len = 1; len <= 19; len++) {
         for (int i = 0; i < len; i++) x[i] = (float)(i * 7 % 23) * -0.37f + 3.1f;
