@@ -2,7 +2,7 @@
 """Server throughput and time to first audio, single stream vs C concurrent streams (loopback).
 
     python3 tools/bench_server.py --bin build/qwen3-tts -m MODEL_DIR [--clients 4] [--batch 4]
-        [--frames 100] [--rounds 3] [--stagger S] [--codec fp32|bf16] [--stream-chunk N]
+        [--frames 100] [--rounds 3] [--stagger S] [--codec fp32|bf16] [--stream-chunk N] [--backend cuda]
         [--speaker NAME] [--instruct TEXT] [--repeat N] [--json]
 
 Starts `qwen3-tts serve` on a free loopback port (batch B = --batch), then
@@ -124,6 +124,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--stagger", type=float, default=0.0, help="seconds between client starts")
     ap.add_argument("--codec", default=None, help="serve --codec (fp32 or bf16)")
+    ap.add_argument("--backend", default=None, help="serve --backend (cpu or cuda)")
     ap.add_argument("--stream-chunk", type=int, default=None, help="serve --stream-chunk N")
     ap.add_argument("--repeat", type=int, default=1,
                     help="alternate the two phases this many times; report each pair and the medians")
@@ -136,6 +137,8 @@ def main():
         args += ["-j", str(a.threads)]
     if a.codec:
         args += ["--codec", a.codec]
+    if a.backend:
+        args += ["--backend", a.backend]
     if a.stream_chunk is not None:
         args += ["--stream-chunk", str(a.stream_chunk)]
     pairs = []

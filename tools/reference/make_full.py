@@ -5,6 +5,10 @@ layout, for load / memory / speed tests of the C engine. Never committed.
     tools/reference/.venv/bin/python tools/reference/make_full.py --variant cv17 --out /work/fullmodels/cv17
         [--codec-from DIR]   reuse DIR/model.safetensors etc. of an existing speech_tokenizer (symlinks)
         [--check-load]       load the result with the official Qwen3TTSModel.from_pretrained (fp32)
+        [--save-manifest F]  also write F: the configs and every tensor's name, shape and rule (JSON)
+    python3 tools/reference/make_full.py --from-manifest F --out DIR
+                             the same files from F alone: numpy and scipy, no torch, no qwen-tts
+                             (for a machine without the reference stack, e.g. a GPU host)
 
 Shapes: 0.6B = talker 1024/3072, 1.7B = talker 2048/6144 (28 layers, 16/8 heads, head_dim 128,
 text 151936 x 2048), code predictor 1024/3072 x 5 layers, Base adds the ECAPA speaker encoder with
@@ -19,6 +23,7 @@ random uint16 codes, bf16 for the main model, f32 for the codec); every tensor i
 streamed straight to disk. Fully deterministic; values are plausible, not i.i.d. Gaussian.
 """
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -138,18 +143,40 @@ def codec_entries():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--variant", required=True, choices=sorted(L.VARIANTS))
+    ap.add_argument("--variant", choices=sorted(L.VARIANTS))
+    ap.add_argument("--save-manifest", default=None)
+    ap.add_argument("--from-manifest", default=None)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tokenizer-dir", default=os.path.join(L.REPO, "tests", "fixtures", "tokenizer"))
     ap.add_argument("--codec-from", default=None, help="existing speech_tokenizer dir to symlink")
     ap.add_argument("--check-load", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="with --check-load: also run a 3-token greedy generation")
     args = ap.parse_args()
+    if (args.variant is None) == (args.from_manifest is None):
+        ap.error("give exactly one of --variant and --from-manifest")
+    if args.from_manifest and (args.codec_from or args.check_load or args.save_manifest):
+        ap.error("--from-manifest takes only --out and --tokenizer-dir")
     out = os.path.abspath(args.out)
     t0 = time.time()
     if os.path.isdir(out):
         shutil.rmtree(out)
-    cfg, entries = meta_entries(args.variant)
+    if args.from_manifest:
+        with open(args.from_manifest) as f:
+            man = json.load(f)
+        args.variant = man["variant"]
+        cfg = man["config"]
+        entries = [(n, None, tuple(sh), tuple(r)) for n, sh, r in man["tensors"]]
+        codec_man = (man["codec_config"], [(n, None, tuple(sh), tuple(r)) for n, sh, r in man["codec_tensors"]])
+    else:
+        cfg, entries = meta_entries(args.variant)
+        codec_man = None
+    if args.save_manifest:
+        ccfg, centries = codec_entries()
+        man = dict(variant=args.variant, config=cfg, codec_config=ccfg,
+                   tensors=[(n, list(sh), list(r)) for n, _, sh, r in entries],
+                   codec_tensors=[(n, list(sh), list(r)) for n, _, sh, r in centries])
+        with open(args.save_manifest, "w") as f:
+            json.dump(man, f, separators=(",", ":"))
     L.write_side_files(out, cfg, os.path.abspath(args.tokenizer_dir), link_tokenizer=False)
     nbytes = write_tensors(os.path.join(out, "model.safetensors"), entries, "BF16", "full-" + args.variant)
     nparams = sum(int(np.prod(e[2])) for e in entries)
@@ -162,7 +189,7 @@ def main():
         for name in ("config.json", "model.safetensors", "preprocessor_config.json"):
             os.symlink(os.path.join(src, name), os.path.join(st, name))
     else:
-        ccfg, centries = codec_entries()
+        ccfg, centries = codec_man if codec_man else codec_entries()
         L.write_codec_side_files(st, ccfg)
         cbytes = write_tensors(os.path.join(st, "model.safetensors"), centries, "F32", "full-codec")
         cparams = sum(int(np.prod(e[2])) for e in centries)
