@@ -41,7 +41,7 @@ if [ -z "$OUT" ] || { [ -z "$MODEL" ] && [ -z "$MANIFEST" ]; }; then
     echo "gpu_check: needs --out DIR and --model DIR or --manifest FILE" >&2; exit 2
 fi
 mkdir -p "$OUT"
-[ -d "$BIN/lib" ] && export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+[ -d "$BIN/lib" ] && export LD_LIBRARY_PATH="$(cd "$BIN/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$PATH:/usr/local/cuda/bin"
 T0=$(date +%s)
 FAILED=0
