@@ -3,6 +3,7 @@
 # with a time budget (a GPU lease is short, and a second start costs minutes).
 #
 #   tools/gpu_check.sh --out DIR (--model DIR | --manifest FILE) [--bin DIR] [--budget SECONDS]
+#                      [--steps ops,parity,...]
 #
 # --bin: where qwen3-tts, bench_backend and tests/test_cuda_ops are (default build-cuda:
 #   `make cuda test-cuda bench-cuda` builds them). Binaries built on another machine can travel
@@ -11,22 +12,26 @@
 #   `tools/reference/make_full.py --variant cv06 --save-manifest FILE`, from which the same random
 #   model is written here first (numpy + scipy, no torch or qwen-tts needed).
 #
-# In order, each step logged to DIR/<step>.log, each with its own timeout and all inside the
-# budget (a step that would start past it is skipped, named in the summary):
+# --steps: run only these (info and model always run); default all. In order, each step logged
+# to DIR/<step>.log, each with its own timeout and all inside the budget (a step that would start
+# past it is skipped, named in the summary):
 #   ops       tests/test_cuda_ops: op parity with the CPU kernels, stages, batch identity,
 #             graphs on/off, the golden codes of the five tiny models
 #   model     the full-size model from the manifest
 #   parity    synth on the full-size model, CPU backend vs CUDA: greedy and sampled, bf16 and
 #             int4 weights; the codes must be identical, the waveforms are compared
+#   memcheck  compute-sanitizer memcheck over test_cuda_ops
+#   racecheck compute-sanitizer racecheck over the sampler's test and a CP frame (the whole
+#             file takes over 4 minutes under racecheck)
+#   profile   ncu: each kernel's duration over bench_backend's prefill, 3 frames and a codec
+#             window (batch 1 and 8), summed by kernel: where the GPU time goes
 #   bench     bench_backend (stage ms per frame, batch 1 / 8 / 32) and `qwen3-tts bench`
 #             (TTFA, RTF) on the GPU; the CPU's bench_backend for comparison
 #   server    tools/bench_server.py against `serve --backend cuda` (8 clients, batch 8)
-#   memcheck  compute-sanitizer memcheck over test_cuda_ops
-#   racecheck compute-sanitizer racecheck over test_cuda_ops
 # DIR/summary.txt lists each step's status and seconds. Exit status: 0 when every step that ran
 # passed.
 set -u
-OUT="" MODEL="" MANIFEST="" BIN=build-cuda BUDGET=480
+OUT="" MODEL="" MANIFEST="" BIN=build-cuda BUDGET=480 STEPS=all
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) OUT=$2; shift 2 ;;
@@ -34,6 +39,7 @@ while [ $# -gt 0 ]; do
         --manifest) MANIFEST=$2; shift 2 ;;
         --bin) BIN=$2; shift 2 ;;
         --budget) BUDGET=$2; shift 2 ;;
+        --steps) STEPS=$2; shift 2 ;;
         *) echo "gpu_check: unknown argument '$1' (see the usage at the top of $0)" >&2; exit 2 ;;
     esac
 done
@@ -53,6 +59,7 @@ left() { echo $((BUDGET - ($(date +%s) - T0))); }
 # under timeout min(MAX, what is left of the budget), skipped when less than MIN is left.
 step() {
     local name=$1 max=$2 min=$3; shift 4
+    case ",$STEPS,info,model," in *",all,"*|*",$name,"*) ;; *) return 0 ;; esac
     local l; l=$(left)
     if [ "$l" -lt "$min" ]; then
         echo "$name: SKIPPED (${l}s of the budget left, needs $min)" | tee -a "$SUMMARY"; return 1
@@ -134,6 +141,18 @@ bench() {
     return $rc
 }
 
+profile() {
+    local rc=0
+    for b in 1 8; do
+        echo "--- ncu over bench_backend cuda, batch $b, 3 frames"
+        ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+            --print-units base --log-file "$OUT/ncu-b$b.csv" \
+            "$BIN/bench_backend" "$MODEL" --backend cuda --frames 3 --batch $b --window 300 >/dev/null || rc=1
+        python3 tools/ncu_sum.py "$OUT/ncu-b$b.csv" || rc=1
+    done
+    return $rc
+}
+
 server() {
     python3 tools/bench_server.py --bin "$BIN/qwen3-tts" -m "$MODEL" --backend cuda --clients 8 --batch 8 \
         --frames 60 --rounds 2
@@ -141,11 +160,12 @@ server() {
 
 sanitize() {
     local tool=$1
-    compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 "$BIN/tests/test_cuda_ops"
+    shift
+    compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 "$BIN/tests/test_cuda_ops" "$@"
 }
 
 export OUT MODEL MANIFEST BIN TEXT
-export -f info make_model parity_one parity bench server sanitize
+export -f info make_model parity_one parity bench profile server sanitize
 step info 30 10 -- info
 step ops 150 30 -- "$BIN/tests/test_cuda_ops"
 if [ -n "$MANIFEST" ]; then
@@ -153,9 +173,10 @@ if [ -n "$MANIFEST" ]; then
     step model 120 60 -- make_model
 fi
 step parity 150 60 -- parity
+step memcheck 240 60 -- sanitize memcheck
+step racecheck 120 60 -- sanitize racecheck test_sample test_cp_frame
+step profile 150 60 -- profile
 step bench 150 60 -- bench
 step server 90 45 -- server
-step memcheck 240 60 -- sanitize memcheck
-step racecheck 240 60 -- sanitize racecheck
 echo "total $(( $(date +%s) - T0 ))s of a ${BUDGET}s budget" | tee -a "$SUMMARY"
 exit $FAILED

@@ -890,7 +890,42 @@ static void test_projection_model(void) {
     model_close(&m);
 }
 
-int main(void) {
+/* Tests named on the command line run alone (e.g. under compute-sanitizer's
+ * slower tools); none named: all. The cv06 model is opened for any test
+ * that needs it. */
+static const char *const k_tests[] = {
+    "test_matmul", "test_swiglu", "test_rmsnorm", "test_qk_rope", "test_attention",
+    "test_conv", "test_snake_layernorm", "test_sample", "test_prefill_step", "test_cp_frame",
+    "test_batch_identity", "test_graphs_off", "test_codec_window", "test_projection_model",
+    "test_goldens",
+};
+static int g_argc;
+static char **g_argv;
+
+static bool selected(const char *name) {
+    if (g_argc < 2) return true;
+    for (int i = 1; i < g_argc; i++)
+        if (!strcmp(g_argv[i], name)) return true;
+    return false;
+}
+
+#define RUN_SELECTED(fn)                    \
+    do {                                    \
+        if (selected(#fn)) TEST_RUN(fn);    \
+    } while (0)
+
+int main(int argc, char **argv) {
+    g_argc = argc, g_argv = argv;
+    for (int i = 1; i < argc; i++) {
+        bool known = false;
+        for (size_t k = 0; k < QTTS_ARRAY_LEN(k_tests); k++) known |= !strcmp(argv[i], k_tests[k]);
+        if (!known) {
+            fprintf(stderr, "test_cuda_ops: no test named '%s'; the tests:", argv[i]);
+            for (size_t k = 0; k < QTTS_ARRAY_LEN(k_tests); k++) fprintf(stderr, " %s", k_tests[k]);
+            fprintf(stderr, "\n");
+            return 2;
+        }
+    }
     char desc[256];
     qtts_err err = {0};
     qtts_status st = qtts_cuda_probe(desc, sizeof desc, &err);
@@ -903,22 +938,25 @@ int main(void) {
         return 1;
     }
     printf("test_cuda_ops: %s; CPU matmul path %s\n", desc, qtts_isa_active()->name);
-    TEST_RUN(test_matmul);
-    TEST_RUN(test_swiglu);
-    TEST_RUN(test_rmsnorm);
-    TEST_RUN(test_qk_rope);
-    TEST_RUN(test_attention);
-    TEST_RUN(test_conv);
-    TEST_RUN(test_snake_layernorm);
-    TEST_RUN(test_sample);
-    TEST_RUN(test_open_model);
-    TEST_RUN(test_prefill_step);
-    TEST_RUN(test_cp_frame);
-    TEST_RUN(test_batch_identity);
-    TEST_RUN(test_graphs_off);
-    TEST_RUN(test_codec_window);
-    TEST_RUN(test_projection_model);
-    TEST_RUN(test_goldens);
+    RUN_SELECTED(test_matmul);
+    RUN_SELECTED(test_swiglu);
+    RUN_SELECTED(test_rmsnorm);
+    RUN_SELECTED(test_qk_rope);
+    RUN_SELECTED(test_attention);
+    RUN_SELECTED(test_conv);
+    RUN_SELECTED(test_snake_layernorm);
+    RUN_SELECTED(test_sample);
+    if (selected("test_prefill_step") || selected("test_cp_frame") ||
+        selected("test_batch_identity") || selected("test_graphs_off") ||
+        selected("test_codec_window") || selected("test_goldens"))
+        TEST_RUN(test_open_model);
+    RUN_SELECTED(test_prefill_step);
+    RUN_SELECTED(test_cp_frame);
+    RUN_SELECTED(test_batch_identity);
+    RUN_SELECTED(test_graphs_off);
+    RUN_SELECTED(test_codec_window);
+    RUN_SELECTED(test_projection_model);
+    RUN_SELECTED(test_goldens);
     if (g_model_ok) model_close(&g_m);
     TEST_END();
 }

@@ -257,6 +257,7 @@ __device__ void top_p_block(float *s, float *key, int *ix, int V, int P, float t
     block_bitonic(key, P, false); /* ascending; the padding sorts last */
     const float mx = key[V - 1];
     if (!isfinite(mx)) return; /* torch's softmax is NaN there: nothing removed */
+    __syncthreads(); /* every thread has read key[V - 1] before its owner overwrites it */
     for (int i = tid; i < V; i += blockDim.x) {
         sorted[i] = key[i];
         key[i] = cu_expf(key[i] - mx);
