@@ -24,7 +24,8 @@
 #   racecheck compute-sanitizer racecheck over the sampler's test and a CP frame (the whole
 #             file takes over 4 minutes under racecheck)
 #   profile   ncu: each kernel's duration over bench_backend's prefill, 3 frames and a codec
-#             window (batch 1 and 8), summed by kernel: where the GPU time goes
+#             window (batch 1 and 8), summed by kernel: where the GPU time goes; then the
+#             full section set for three bf16 single-row matmuls of a talker step
 #   bench     bench_backend (stage ms per frame, batch 1 / 8 / 32) and `qwen3-tts bench`
 #             (TTFA, RTF) on the GPU; the CPU's bench_backend for comparison
 #   server    tools/bench_server.py against `serve --backend cuda` (8 clients, batch 8)
@@ -150,6 +151,14 @@ profile() {
             "$BIN/bench_backend" "$MODEL" --backend cuda --frames 3 --batch $b --window 300 >/dev/null || rc=1
         python3 tools/ncu_sum.py "$OUT/ncu-b$b.csv" || rc=1
     done
+    # the bf16 single-row matmul in detail (throughput, occupancy, stall reasons): launches
+    # 21-23 of k_mm<CU_BF16, 1>, i.e. matrices of the first frame's talker step
+    echo "--- ncu --set full over three k_mm<1, 1> launches"
+    ncu --clock-control none --set full --kernel-name-base mangled -k _Z4k_mmILi1ELi1EEv6MMArgs \
+        --launch-skip 20 --launch-count 3 --print-units base \
+        "$BIN/bench_backend" "$MODEL" --backend cuda --frames 2 --window 1 >"$OUT/ncu-mm.txt" 2>&1 || rc=1
+    grep -E "k_mm|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers|Warp Cycles Per Issued|Stall|L1/TEX Hit|L2 Hit|Block Limit" \
+        "$OUT/ncu-mm.txt" | head -80
     return $rc
 }
 
