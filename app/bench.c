@@ -41,7 +41,9 @@
  *
  * floor = max(weights, compute); "x floor" = measured / floor, per run,
  * then the median. The probes read the model's own memory and need no
- * buffers, so peak RSS is the engine's alone.
+ * buffers, so peak RSS is the engine's alone. They measure the host CPU,
+ * so with another backend (cuda) they are skipped and the floors are left
+ * out ("-" in the table, null in JSON).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -89,6 +91,19 @@ static double median(const double *v, int n) {
     memcpy(s, v, sizeof(double) * (size_t)n);
     qsort(s, (size_t)n, sizeof *s, cmp_double);
     return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+/* A measured number, or (NaN: not measured) "-" in the table and null in JSON. */
+static const char *num_or_dash(char *buf, size_t n, const char *fmt, double v) {
+    if (isnan(v)) return "-";
+    snprintf(buf, n, fmt, v);
+    return buf;
+}
+
+static const char *num_or_null(char *buf, size_t n, const char *fmt, double v) {
+    if (isnan(v)) return "null";
+    snprintf(buf, n, fmt, v);
+    return buf;
 }
 
 /* ==== bandwidth probe ===================================================== */
@@ -503,7 +518,8 @@ static void usage_bench(FILE *f) {
           "Per-stage milliseconds per frame (talker, code predictor, codec decoder), prefill,\n"
           "time to first audio, RTF and peak RSS, each decode-time stage also as a multiple of\n"
           "its floor on this machine (weight bytes / bandwidth and multiply-adds / peak, from\n"
-          "probes run in the same process before each run). Medians over the runs.\n"
+          "probes run in the same process before each run; CPU backend only, since the\n"
+          "probes measure this CPU). Medians over the runs.\n"
           "\n"
           "  -m, --model DIR          model directory (bf16, or written by 'qwen3-tts quantize')\n"
           "      --quant Q            talker and code predictor as int8 or int4 (quantized at load)\n"
@@ -655,12 +671,14 @@ int qtts_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "qwen3-tts: bench: warm-up, then %d runs of %d frames\n", runs, frames);
     synth_once(eng, ses, &req, QTTS_MIN(frames, 4), 1000);   /* warm-up: pages, scratch */
 
+    /* The probes measure this CPU: floors only for the CPU backend. */
+    const bool host = !backend || !strcmp(backend, "cpu");
     run_result rr[MAX_RUNS];
     double x_talker[MAX_RUNS], x_cp[MAX_RUNS], x_tcp[MAX_RUNS], x_codec[MAX_RUNS];
     stage_cost cost = {0};
     for (int r = 0; r < runs; r++) {
-        const double bw_t = bw_probe(&talker_sp), bw_c = bw_probe(&cp_sp);
-        const double fma = peak_probe(false), i8 = peak_probe(true);
+        const double bw_t = host ? bw_probe(&talker_sp) : NAN, bw_c = host ? bw_probe(&cp_sp) : NAN;
+        const double fma = host ? peak_probe(false) : NAN, i8 = host ? peak_probe(true) : NAN;
         rr[r] = synth_once(eng, ses, &req, frames, (uint64_t)r);
         rr[r].bw_talker_s = bw_t;
         rr[r].bw_cp_s = bw_c;
@@ -676,11 +694,17 @@ int qtts_cmd_bench(int argc, char **argv) {
         x_cp[r] = rr[r].cp_ms / fc;
         x_tcp[r] = (rr[r].talker_ms + rr[r].cp_ms) / (ft + fc);
         x_codec[r] = rr[r].codec_ms / fd;
-        if (!json && !quiet)
+        if (!json && !quiet && host)
             fprintf(stderr,
                     "  run %d: %d frames, talker %.1f + CP %.1f ms/frame (x%.2f floor), "
                     "codec %.1f ms/frame, TTFA %.2f s, RTF %.2f\n",
                     r + 1, rr[r].frames, rr[r].talker_ms, rr[r].cp_ms, x_tcp[r], rr[r].codec_ms,
+                    rr[r].ttfa_s, rr[r].rtf);
+        else if (!json && !quiet)
+            fprintf(stderr,
+                    "  run %d: %d frames, talker %.1f + CP %.1f ms/frame, codec %.1f ms/frame, "
+                    "TTFA %.2f s, RTF %.2f\n",
+                    r + 1, rr[r].frames, rr[r].talker_ms, rr[r].cp_ms, rr[r].codec_ms,
                     rr[r].ttfa_s, rr[r].rtf);
     }
     getrusage(RUSAGE_SELF, &ru);
@@ -729,20 +753,28 @@ int qtts_cmd_bench(int argc, char **argv) {
         printf(",\"words\":%d,\"runs\":%d,\"frames\":%.0f,\"stream_chunk_frames\":%d,"
                "\"stream_first_frames\":%d,\"open_s\":%.3f,",
                count_words(text), runs, frames_med, stream, stream ? stream_first : 0, t_open);
-        printf("\"probes\":{\"talker_read_gbs\":%.2f,\"cp_read_gbs\":%.2f,\"fma_gflops\":%.1f,"
-               "\"int8_gops\":%.1f},",
-               cost.talker_bytes / bw_t / 1e9, cost.cp_bytes / bw_c / 1e9, fma / 1e9, i8 / 1e9);
+        char b[8][32];
+        if (host)
+            printf("\"probes\":{\"talker_read_gbs\":%.2f,\"cp_read_gbs\":%.2f,\"fma_gflops\":%.1f,"
+                   "\"int8_gops\":%.1f},",
+                   cost.talker_bytes / bw_t / 1e9, cost.cp_bytes / bw_c / 1e9, fma / 1e9, i8 / 1e9);
+        else printf("\"probes\":null,");
         printf("\"stages\":{");
-        printf("\"talker\":{\"ms_per_frame\":%.3f,\"floor_ms\":%.3f,\"x_floor\":%.3f,"
+        printf("\"talker\":{\"ms_per_frame\":%.3f,\"floor_ms\":%s,\"x_floor\":%s,"
                "\"weight_bytes\":%.0f,\"flops\":%.0f},",
-               talker_ms, ft, median(x_talker, runs), cost.talker_bytes, 2 * cost.talker_macs);
-        printf("\"code_predictor\":{\"ms_per_frame\":%.3f,\"floor_ms\":%.3f,\"x_floor\":%.3f,"
+               talker_ms, num_or_null(b[0], 32, "%.3f", ft),
+               num_or_null(b[1], 32, "%.3f", median(x_talker, runs)), cost.talker_bytes,
+               2 * cost.talker_macs);
+        printf("\"code_predictor\":{\"ms_per_frame\":%.3f,\"floor_ms\":%s,\"x_floor\":%s,"
                "\"weight_bytes\":%.0f,\"flops\":%.0f},",
-               cp_ms, fc, median(x_cp, runs), cost.cp_bytes, 2 * cost.cp_macs);
-        printf("\"talker_cp\":{\"ms_per_frame\":%.3f,\"floor_ms\":%.3f,\"x_floor\":%.3f},",
-               talker_ms + cp_ms, ft + fc, median(x_tcp, runs));
-        printf("\"codec\":{\"ms_per_frame\":%.3f,\"floor_ms\":%.3f,\"x_floor\":%.3f,\"flops\":%.0f}},",
-               codec_ms, fd, median(x_codec, runs), 2 * cost.codec_macs);
+               cp_ms, num_or_null(b[2], 32, "%.3f", fc), num_or_null(b[3], 32, "%.3f", median(x_cp, runs)),
+               cost.cp_bytes, 2 * cost.cp_macs);
+        printf("\"talker_cp\":{\"ms_per_frame\":%.3f,\"floor_ms\":%s,\"x_floor\":%s},",
+               talker_ms + cp_ms, num_or_null(b[4], 32, "%.3f", ft + fc),
+               num_or_null(b[5], 32, "%.3f", median(x_tcp, runs)));
+        printf("\"codec\":{\"ms_per_frame\":%.3f,\"floor_ms\":%s,\"x_floor\":%s,\"flops\":%.0f}},",
+               codec_ms, num_or_null(b[6], 32, "%.3f", fd),
+               num_or_null(b[7], 32, "%.3f", median(x_codec, runs)), 2 * cost.codec_macs);
         printf("\"prefill_ms\":%.2f,\"prefill_rows\":%.0f,\"ref_skip_ms\":%.2f,\"ttfa_s\":%.3f,"
                "\"rtf\":%.3f,\"audio_s\":%.3f,\"peak_rss_mb\":%.1f,\"rss_after_open_mb\":%.1f}\n",
                prefill_ms, prefill_rows, ref_skip_ms, ttfa, rtf, audio_s, rss_peak_mb, rss_open_mb);
@@ -752,10 +784,13 @@ int qtts_cmd_bench(int argc, char **argv) {
                model, kinds[info.kind], info.size, info.quant_talker, info.quant_cp, info.codec,
                info.kv_cache, backend ? backend : "cpu");
         printf("machine: %s, %d CPUs, %d threads, kernels %s\n", cpu, qtts_cpu_count(), threads, isa);
-        printf("probes (medians): talker weights read at %.1f GB/s, code predictor's at %.1f GB/s; "
-               "fp32 FMA %.0f GFLOP/s (%s), int8 dot %.0f GOP/s (%s)\n",
-               cost.talker_bytes / bw_t / 1e9, cost.cp_bytes / bw_c / 1e9, fma / 1e9,
-               probe_name(pick_probe(), false), i8 / 1e9, probe_name(pick_probe(), true));
+        if (host)
+            printf("probes (medians): talker weights read at %.1f GB/s, code predictor's at %.1f GB/s; "
+                   "fp32 FMA %.0f GFLOP/s (%s), int8 dot %.0f GOP/s (%s)\n",
+                   cost.talker_bytes / bw_t / 1e9, cost.cp_bytes / bw_c / 1e9, fma / 1e9,
+                   probe_name(pick_probe(), false), i8 / 1e9, probe_name(pick_probe(), true));
+        else
+            printf("probes: none (they measure this CPU, not the %s device: no floors)\n", backend);
         printf("text: \"%s\" (%d words); %.0f frames per run, %d runs, medians; ", text,
                count_words(text), frames_med, runs);
         if (stream)
@@ -764,14 +799,18 @@ int qtts_cmd_bench(int argc, char **argv) {
         else printf("audio in 300-frame windows\n\n");
         printf("%-22s %10s %10s %8s   %s\n", "stage", "ms/frame", "floor ms", "x floor",
                "per frame");
-        printf("%-22s %10.2f %10.2f %8.2f   %.3f GB weights, %.2f GFLOP\n", "talker", talker_ms, ft,
-               median(x_talker, runs), cost.talker_bytes / 1e9, 2 * cost.talker_macs / 1e9);
-        printf("%-22s %10.2f %10.2f %8.2f   %.3f GB weights, %.2f GFLOP\n", "code predictor", cp_ms,
-               fc, median(x_cp, runs), cost.cp_bytes / 1e9, 2 * cost.cp_macs / 1e9);
-        printf("%-22s %10.2f %10.2f %8.2f\n", "talker + CP", talker_ms + cp_ms, ft + fc,
-               median(x_tcp, runs));
-        printf("%-22s %10.2f %10.2f %8.2f   %.2f GFLOP\n", "codec decoder", codec_ms, fd,
-               median(x_codec, runs), 2 * cost.codec_macs / 1e9);
+        char b[8][32];
+        printf("%-22s %10.2f %10s %8s   %.3f GB weights, %.2f GFLOP\n", "talker", talker_ms,
+               num_or_dash(b[0], 32, "%.2f", ft), num_or_dash(b[1], 32, "%.2f", median(x_talker, runs)),
+               cost.talker_bytes / 1e9, 2 * cost.talker_macs / 1e9);
+        printf("%-22s %10.2f %10s %8s   %.3f GB weights, %.2f GFLOP\n", "code predictor", cp_ms,
+               num_or_dash(b[2], 32, "%.2f", fc), num_or_dash(b[3], 32, "%.2f", median(x_cp, runs)),
+               cost.cp_bytes / 1e9, 2 * cost.cp_macs / 1e9);
+        printf("%-22s %10.2f %10s %8s\n", "talker + CP", talker_ms + cp_ms,
+               num_or_dash(b[4], 32, "%.2f", ft + fc), num_or_dash(b[5], 32, "%.2f", median(x_tcp, runs)));
+        printf("%-22s %10.2f %10s %8s   %.2f GFLOP\n", "codec decoder", codec_ms,
+               num_or_dash(b[6], 32, "%.2f", fd), num_or_dash(b[7], 32, "%.2f", median(x_codec, runs)),
+               2 * cost.codec_macs / 1e9);
         printf("\n%-22s %10.1f ms (%.0f rows)\n", "prefill", prefill_ms, prefill_rows);
         if (ref_skip_ms > 0)   /* in-context clone: the decoder brought past the reference */
             printf("%-22s %10.1f ms\n", "reference skip", ref_skip_ms);
