@@ -52,17 +52,20 @@ static const char *test_cur_name_;
         }                                                                     \
     } while (0)
 
-#define TEST_RUN(fn)                                                          \
+#define TEST_RUN(fn) TEST_RUN_NAMED(#fn, fn)
+
+/* TEST_RUN of a function reached through a pointer (a table of tests). */
+#define TEST_RUN_NAMED(name, fn)                                              \
     do {                                                                      \
-        test_cur_name_ = #fn;                                                 \
+        test_cur_name_ = (name);                                              \
         test_cur_failed_ = 0;                                                 \
-        fn();                                                                 \
+        (fn)();                                                               \
         if (test_cur_failed_) {                                               \
             test_failed_++;                                                   \
-            fprintf(stderr, "not ok %s\n", #fn);                              \
+            fprintf(stderr, "not ok %s\n", test_cur_name_);                   \
         } else {                                                              \
             test_passed_++;                                                   \
-            if (getenv("QTTS_TEST_VERBOSE")) fprintf(stderr, "ok %s\n", #fn); \
+            if (getenv("QTTS_TEST_VERBOSE")) fprintf(stderr, "ok %s\n", test_cur_name_); \
         }                                                                     \
     } while (0)
 

@@ -890,41 +890,44 @@ static void test_projection_model(void) {
     model_close(&m);
 }
 
-/* Tests named on the command line run alone (e.g. under compute-sanitizer's
- * slower tools); none named: all. The cv06 model is opened for any test
- * that needs it. */
-static const char *const k_tests[] = {
-    "test_matmul", "test_swiglu", "test_rmsnorm", "test_qk_rope", "test_attention",
-    "test_conv", "test_snake_layernorm", "test_sample", "test_prefill_step", "test_cp_frame",
-    "test_batch_identity", "test_graphs_off", "test_codec_window", "test_projection_model",
-    "test_goldens",
+/* The tests in order; `model`: needs the cv06 model that test_open_model
+ * opens. Tests named on the command line run alone (e.g. under
+ * compute-sanitizer's slower tools); none named: all. */
+static const struct {
+    const char *name;
+    void (*fn)(void);
+    bool model;
+} k_tests[] = {
+    {"test_matmul", test_matmul, false},
+    {"test_swiglu", test_swiglu, false},
+    {"test_rmsnorm", test_rmsnorm, false},
+    {"test_qk_rope", test_qk_rope, false},
+    {"test_attention", test_attention, false},
+    {"test_conv", test_conv, false},
+    {"test_snake_layernorm", test_snake_layernorm, false},
+    {"test_sample", test_sample, false},
+    {"test_prefill_step", test_prefill_step, true},
+    {"test_cp_frame", test_cp_frame, true},
+    {"test_batch_identity", test_batch_identity, true},
+    {"test_graphs_off", test_graphs_off, true},
+    {"test_codec_window", test_codec_window, true},
+    {"test_projection_model", test_projection_model, false},
+    {"test_goldens", test_goldens, true},
 };
-static int g_argc;
-static char **g_argv;
-
-static bool selected(const char *name) {
-    if (g_argc < 2) return true;
-    for (int i = 1; i < g_argc; i++)
-        if (!strcmp(g_argv[i], name)) return true;
-    return false;
-}
-
-#define RUN_SELECTED(fn)                    \
-    do {                                    \
-        if (selected(#fn)) TEST_RUN(fn);    \
-    } while (0)
 
 int main(int argc, char **argv) {
-    g_argc = argc, g_argv = argv;
+    bool run[QTTS_ARRAY_LEN(k_tests)];
+    for (size_t k = 0; k < QTTS_ARRAY_LEN(k_tests); k++) run[k] = argc < 2;
     for (int i = 1; i < argc; i++) {
-        bool known = false;
-        for (size_t k = 0; k < QTTS_ARRAY_LEN(k_tests); k++) known |= !strcmp(argv[i], k_tests[k]);
-        if (!known) {
+        size_t k = 0;
+        while (k < QTTS_ARRAY_LEN(k_tests) && strcmp(argv[i], k_tests[k].name)) k++;
+        if (k == QTTS_ARRAY_LEN(k_tests)) {
             fprintf(stderr, "test_cuda_ops: no test named '%s'; the tests:", argv[i]);
-            for (size_t k = 0; k < QTTS_ARRAY_LEN(k_tests); k++) fprintf(stderr, " %s", k_tests[k]);
+            for (k = 0; k < QTTS_ARRAY_LEN(k_tests); k++) fprintf(stderr, " %s", k_tests[k].name);
             fprintf(stderr, "\n");
             return 2;
         }
+        run[k] = true;
     }
     char desc[256];
     qtts_err err = {0};
@@ -938,25 +941,15 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("test_cuda_ops: %s; CPU matmul path %s\n", desc, qtts_isa_active()->name);
-    RUN_SELECTED(test_matmul);
-    RUN_SELECTED(test_swiglu);
-    RUN_SELECTED(test_rmsnorm);
-    RUN_SELECTED(test_qk_rope);
-    RUN_SELECTED(test_attention);
-    RUN_SELECTED(test_conv);
-    RUN_SELECTED(test_snake_layernorm);
-    RUN_SELECTED(test_sample);
-    if (selected("test_prefill_step") || selected("test_cp_frame") ||
-        selected("test_batch_identity") || selected("test_graphs_off") ||
-        selected("test_codec_window") || selected("test_goldens"))
-        TEST_RUN(test_open_model);
-    RUN_SELECTED(test_prefill_step);
-    RUN_SELECTED(test_cp_frame);
-    RUN_SELECTED(test_batch_identity);
-    RUN_SELECTED(test_graphs_off);
-    RUN_SELECTED(test_codec_window);
-    RUN_SELECTED(test_projection_model);
-    RUN_SELECTED(test_goldens);
+    bool opened = false;
+    for (size_t k = 0; k < QTTS_ARRAY_LEN(k_tests); k++) {
+        if (!run[k]) continue;
+        if (k_tests[k].model && !opened) {
+            TEST_RUN(test_open_model);
+            opened = true;
+        }
+        TEST_RUN_NAMED(k_tests[k].name, k_tests[k].fn);
+    }
     if (g_model_ok) model_close(&g_m);
     TEST_END();
 }
