@@ -662,7 +662,8 @@ static void test_batch_identity(void) {
     free(emb), free(lg), free(hg), free(l1), free(h1), free(l2), free(h2);
 }
 
-/* The same steps with CUDA graphs off give the same bits. */
+/* The same steps with CUDA graphs off give the same bits, and the graphs
+ * were in fact captured. */
 static void test_graphs_off(void) {
     if (!g_model_ok) return;
     const qtts_talker_weights *w = g_m.w;
@@ -694,6 +695,9 @@ static void test_graphs_off(void) {
     CHECK(bits_differ(lg[0], lg[1], V) == 0 && bits_differ(hg[0], hg[1], H) == 0 &&
               memcmp(cps[0], cps[1], sizeof(int32_t) * (G - 1)) == 0,
           "graphs on and off differ");
+    /* a failed capture falls back to direct launches silently: then this
+     * test would compare direct launches with themselves */
+    CHECK(qtts_cuda_test_graphs_on(g_m.gpu), "graph capture failed: direct launches were used");
     qtts_backend_close(ng);
     free(emb), free(text), free(lg[0]), free(lg[1]), free(hg[0]), free(hg[1]);
 }

@@ -1244,7 +1244,7 @@ static qtts_status select_device(int *dev, char *desc, size_t cap, qtts_err *err
     CU_TRY(cudaSetDevice(d), "select device");
     cudaDeviceProp p;
     CU_TRY(cudaGetDeviceProperties(&p, d), "device properties");
-    snprintf(desc, cap, "%s (compute capability %d.%d, %.0f MiB)", p.name, p.major, p.minor,
+    snprintf(desc, cap, "%.200s (compute capability %d.%d, %.0f MiB)", p.name, p.major, p.minor,
              p.totalGlobalMem * MIB);
     int *probe = NULL, got = 0;
     e = cudaMalloc((void **)&probe, sizeof(int));
@@ -1416,6 +1416,10 @@ static cudaStream_t test_st;
 
 extern "C" void qtts_cuda_test_set_graphs(qtts_backend *be, bool on) {
     ((cuda_backend *)be)->use_graphs = on;
+}
+
+extern "C" bool qtts_cuda_test_graphs_on(const qtts_backend *be) {
+    return ((const cuda_backend *)be)->use_graphs;
 }
 
 extern "C" qtts_status qtts_cuda_probe(char *desc, size_t cap, qtts_err *err) {

@@ -23,6 +23,9 @@ extern "C" {
  * so the tests can check that graphs change no bits. */
 struct qtts_backend;
 void qtts_cuda_test_set_graphs(struct qtts_backend *be, bool on);
+/* Whether the backend still uses graphs: a failed capture turns them off
+ * for good (the stages then run as direct launches, with the same bits). */
+bool qtts_cuda_test_graphs_on(const struct qtts_backend *be);
 
 /* Device name and compute capability into desc; UNSUPPORTED without a device. */
 qtts_status qtts_cuda_probe(char *desc, size_t cap, qtts_err *err);
