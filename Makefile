@@ -11,6 +11,7 @@
 #   make check-isa-emu  the AVX-512/AVX-VNNI kernels' logic on an AVX2 CPU
 #   make cuda       build build-cuda/qwen3-tts with the CUDA backend (needs nvcc)
 #   make test-cuda  the CUDA op-parity and end-to-end tests (a GPU; skips without one)
+#   make cuda-mm-probe  candidate activation reads for the device matmul, timed and bit-checked on a GPU
 #   make check-conv-emu  the AVX-512 conv kernels' logic on an AVX2 CPU
 #   make fuzz-wav   libFuzzer (clang) on the WAV parser + resampler for FUZZ_TIME s
 #   make fuzz-http / fuzz-json   libFuzzer on the server's HTTP head parser /
@@ -50,7 +51,7 @@ BIN      := $(BUILD)/qwen3-tts
 BENCH_BIN := $(BUILD)/bench_kernels $(BUILD)/bench_codec $(BUILD)/bench_backend \
              $(BUILD)/bench_encoder
 
-.PHONY: all test test-asan test-tsan test-some bench-kernels bench-codec bench-encoder check-arm check-isa-emu check-conv-emu fuzz-wav fuzz-http fuzz-json fuzz-server fuzz-st fuzz-config fuzz-voice fuzz-tokenizer fuzz-files clean cuda test-cuda bench-cuda
+.PHONY: all test test-asan test-tsan test-some bench-kernels bench-codec bench-encoder check-arm check-isa-emu check-conv-emu fuzz-wav fuzz-http fuzz-json fuzz-server fuzz-st fuzz-config fuzz-voice fuzz-tokenizer fuzz-files clean cuda test-cuda bench-cuda cuda-mm-probe
 all: $(BIN) $(BENCH_BIN)
 
 # Per-ISA kernel files (src/kernels/kernels_<isa>.c) are the only objects
@@ -316,5 +317,12 @@ BENCH_BACKEND_ARGS ?= --backend cuda
 bench-cuda:
 	$(MAKE) BUILD=$(CUDA_BUILD) QTTS_CUDA=1 $(CUDA_BUILD)/bench_backend
 	$(CUDA_BUILD)/bench_backend $(BENCH_MODEL) $(BENCH_BACKEND_ARGS)
+
+# Candidate activation reads for the device matmul against k_mm (a GPU tool,
+# tools/cuda_mm_probe.cu; it includes ops_mm.cu and needs nothing else).
+cuda-mm-probe: $(CUDA_BUILD)/cuda_mm_probe
+$(CUDA_BUILD)/cuda_mm_probe: tools/cuda_mm_probe.cu src/backend/cuda/ops_mm.cu src/backend/cuda/common.cuh src/backend/cuda/layout.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCH) -Iinclude -Isrc -o $@ $<
 
 -include $(CU_OBJ:.o=.d)

@@ -5,8 +5,8 @@
 #   tools/gpu_check.sh --out DIR (--model DIR | --manifest FILE) [--bin DIR] [--budget SECONDS]
 #                      [--steps ops,parity,...]
 #
-# --bin: where qwen3-tts, bench_backend and tests/test_cuda_ops are (default build-cuda:
-#   `make cuda test-cuda bench-cuda` builds them). Binaries built on another machine can travel
+# --bin: where qwen3-tts, bench_backend, tests/test_cuda_ops and cuda_mm_probe are (default
+#   build-cuda: `make cuda test-cuda bench-cuda cuda-mm-probe` builds them). Binaries built on another machine can travel
 #   with the .so files they need in BIN/lib (put on LD_LIBRARY_PATH).
 # --model: a full-size CustomVoice 0.6B directory (bf16). --manifest: a file written by
 #   `tools/reference/make_full.py --variant cv06 --save-manifest FILE`, from which the same random
@@ -17,6 +17,8 @@
 # past it is skipped, named in the summary):
 #   ops       tests/test_cuda_ops: op parity with the CPU kernels, stages, batch identity,
 #             graphs on/off, the golden codes of the five tiny models
+#   mmprobe   cuda_mm_probe (`make cuda-mm-probe`, skipped when BIN lacks it): candidate
+#             activation reads for the matmul, timed and bit-checked against k_mm
 #   model     the full-size model from the manifest
 #   parity    synth on the full-size model, CPU backend vs CUDA: greedy and sampled, bf16 and
 #             int4 weights; the codes must be identical, the waveforms are compared
@@ -177,6 +179,7 @@ export OUT MODEL MANIFEST BIN TEXT
 export -f info make_model parity_one parity bench profile server sanitize
 step info 30 10 -- info
 step ops 150 30 -- "$BIN/tests/test_cuda_ops"
+[ -x "$BIN/cuda_mm_probe" ] && step mmprobe 60 20 -- "$BIN/cuda_mm_probe"
 if [ -n "$MANIFEST" ]; then
     MODEL=${MODEL:-/tmp/gpu_check_model}; export MODEL
     step model 120 60 -- make_model
