@@ -526,6 +526,23 @@ static void sweep_floats(void (*f)(float *, const float *, size_t), double (*ref
 
 /* f(x) bit for bit (float)ref((double)x) on each of the n special values,
  * and NaN for NaN. */
+/* The row function vec at every length 1-19 (every lane position and tail)
+ * gives each element the bits of the scalar function one. */
+static void check_lengths(void (*vec)(float *, const float *, size_t), float (*one)(float),
+                          const char *name) {
+    float x[19], y[19];
+    for (int len = 1; len <= 19; len++) {
+        for (int i = 0; i < len; i++) x[i] = (float)(i * 7 % 23) * -0.37f + 3.1f;
+        vec(y, x, (size_t)len);
+        for (int i = 0; i < len; i++) {
+            const float want = one(x[i]);
+            CHECK(!memcmp(&y[i], &want, sizeof want), "%s length %d element %d", name, len, i);
+        }
+    }
+}
+
+static float elu_one(float x) { return x > 0.0f ? x : qtts_expm1f(x); }
+
 static void check_values(float (*f)(float), double (*ref)(double), const float *xs, size_t n,
                          const char *name) {
     for (size_t i = 0; i < n; i++) {
@@ -541,16 +558,7 @@ static void test_exp(void) {
     const float sx[] = {0.0f, -0.0f, 1.0f, -1.0f, 88.72f, 88.73f, 89.0f, 1000.0f, -87.33f,
                         -100.0f, -103.9f, -104.0f, -1000.0f, INFINITY, -INFINITY, 1e-30f};
     check_values(qtts_expf, exp, sx, QTTS_ARRAY_LEN(sx), "exp");
-    /* every length 1-19 and lane position gives each value its scalar result */
-    float x[19], y[19];
-    for (int len = 1; len <= 19; len++) {
-        for (int i = 0; i < len; i++) x[i] = (float)(i * 7 % 23) * -0.37f + 3.1f;
-        qtts_exp(y, x, (size_t)len);
-        for (int i = 0; i < len; i++) {
-            const float want = qtts_expf(x[i]);
-            CHECK(!memcmp(&y[i], &want, sizeof want), "length %d element %d", len, i);
-        }
-    }
+    check_lengths(qtts_exp, qtts_expf, "exp");
     /* softmax and SwiGLU are their formulas on qtts_exp */
     float s[37], g[37], up[37], sw[37];
     for (int i = 0; i < 37; i++) {
@@ -586,14 +594,11 @@ static void test_expm1(void) {
                         -0.35f, 1.0f, -1.0f, -17.0f, 88.7f, 89.0f, 1000.0f, -103.9f, -104.0f,
                         -1000.0f, INFINITY, -INFINITY};
     check_values(qtts_expm1f, expm1, sx, QTTS_ARRAY_LEN(sx), "expm1");
+    check_lengths(qtts_elu_row, elu_one, "elu");
     float x[19], y[19];
-    for (int len = 1; len <= 19; len++) {
+    for (int len = 1; len <= 19; len++) {   /* in place: the same bits */
         for (int i = 0; i < len; i++) x[i] = (float)(i * 7 % 23) * -0.37f + 3.1f;
         qtts_elu_row(y, x, (size_t)len);
-        for (int i = 0; i < len; i++) {
-            const float want = x[i] > 0.0f ? x[i] : qtts_expm1f(x[i]);
-            CHECK(!memcmp(&y[i], &want, sizeof want), "elu length %d element %d", len, i);
-        }
         qtts_elu_row(x, x, (size_t)len);
         CHECK(!memcmp(x, y, sizeof(float) * (size_t)len), "elu in place, length %d", len);
     }
