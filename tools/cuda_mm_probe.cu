@@ -42,6 +42,19 @@
         }                                                                            \
     } while (0)
 
+/* The end of both candidates, as k_mm's MM_STORE: row r of activation rows
+ * t0.. from the 16-lane fold. */
+template <int NT>
+__device__ __forceinline__ void probe_store(const MMArgs &a, const float *acc, int t0, int nt,
+                                            int r, int l, unsigned mask) {
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        if (t >= nt) continue;
+        const float v = mm_fold(acc[t], mask);
+        if (l == 0) a.o[0].y[(size_t)(t0 + t) * a.o[0].ldy + r] = v;
+    }
+}
+
 /* ---- candidate: hoisted x loads -------------------------------------------- */
 
 template <int DT, int NT>
@@ -83,12 +96,7 @@ __global__ void __launch_bounds__(256) k_mm_hoist(const __grid_constant__ MMArgs
                     if (j < kmax && t < nt) acc[t] = fmaf(w[q][j], xv[j][t], acc[t]);
         }
     }
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        if (t >= nt) continue;
-        const float v = mm_fold(acc[t], mask);
-        if (l == 0) a.o[0].y[(size_t)(t0 + t) * a.o[0].ldy + r] = v;
-    }
+    probe_store<NT>(a, acc, t0, nt, r, l, mask);
 }
 
 /* ---- candidate: x in the weights' permuted order ----------------------------- */
@@ -137,12 +145,7 @@ __global__ void __launch_bounds__(ROWS * 16) k_mm_perm(const __grid_constant__ M
             }
         }
     }
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        if (t >= nt) continue;
-        const float v = mm_fold(acc[t], mask);
-        if (l == 0) a.o[0].y[(size_t)(t0 + t) * a.o[0].ldy + r] = v;
-    }
+    probe_store<NT>(a, acc, t0, nt, r, l, mask);
 }
 
 /* ---- host ---------------------------------------------------------------------- */
