@@ -446,15 +446,54 @@ float qtts_expm1f(float x) {
     return y;
 }
 
-void qtts_softmax(float *x, int n) {
+/* The maximum of x[0, n) (-inf when empty; NaNs are skipped, as in the
+ * loop m = x[i] > m ? x[i] : m), 8 lanes at a time. The order of a
+ * maximum does not change its value, except that +0 and -0 may trade
+ * places; the softmax only subtracts it, and x - (+0) and x - (-0) have
+ * the same exponential. */
+static inline __attribute__((always_inline)) float max8(const float *x, size_t n) {
+    const exp_v8f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                          -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    exp_v8f mv = ninf;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        exp_v8f v;
+        memcpy(&v, x + i, sizeof v);
+        const exp_v8i gt = v > mv;
+        mv = (exp_v8f)(((exp_v8i)v & gt) | ((exp_v8i)mv & ~gt));
+    }
     float m = -INFINITY;
-    for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
-    for (int i = 0; i < n; i++) x[i] -= m;
-    qtts_exp(x, x, (size_t)(n > 0 ? n : 0));
+    for (int l = 0; l < 8; l++) m = mv[l] > m ? mv[l] : m;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* x[i] = (x[i] - sub) * mul in place, 8 lanes at a time (GCC leaves the
+ * plain loop scalar here); a term of 0 or a factor of 1 is exact, so each
+ * caller's single operation keeps its bits. */
+static inline __attribute__((always_inline)) void scale_shift8(float *x, size_t n, float mul,
+                                                               float sub) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        exp_v8f v;
+        memcpy(&v, x + i, sizeof v);
+        v = (v - sub) * mul;
+        memcpy(x + i, &v, sizeof v);
+    }
+    for (; i < n; i++) x[i] = (x[i] - sub) * mul;
+}
+
+/* Built per ISA like qtts_exp: the maximum, the subtraction and the final
+ * scaling are lane-wise (the same bits at any width); the sum stays one
+ * double chain in index order. */
+EXP_WIDE void qtts_softmax(float *x, int n) {
+    if (n <= 0) return;
+    const size_t N = (size_t)n;
+    scale_shift8(x, N, 1.0f, max8(x, N));
+    map8(x, x, N, OP_EXP);
     double s = 0;
-    for (int i = 0; i < n; i++) s += x[i];
-    float inv = (float)(1.0 / s);
-    for (int i = 0; i < n; i++) x[i] *= inv;
+    for (size_t i = 0; i < N; i++) s += x[i];
+    scale_shift8(x, N, (float)(1.0 / s), 0.0f);
 }
 
 /* y[i] = x[i] / (1 + e^-x[i]) * (up ? up[i] : 1), 256 at a time through a

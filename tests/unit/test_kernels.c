@@ -566,16 +566,30 @@ static void test_exp(void) {
         g[i] = (float)((i * 5) % 37) * 0.3f - 5.0f;
         up[i] = (float)i * 0.05f - 1.0f;
     }
-    float m = s[0];
-    for (int i = 1; i < 37; i++) m = s[i] > m ? s[i] : m;
-    float e[37];
-    double sum = 0;
-    for (int i = 0; i < 37; i++) sum += (e[i] = qtts_expf(s[i] - m));
-    qtts_softmax(s, 37);
-    for (int i = 0; i < 37; i++) {
-        const float want = e[i] * (float)(1.0 / sum);
-        CHECK(!memcmp(&s[i], &want, sizeof want), "softmax element %d", i);
-    }
+    /* every length around the 8-lane groups, with the maximum in each
+     * position, a -inf, a NaN (skipped by the maximum, NaN everywhere
+     * after) and a maximum of +0 or -0 */
+    for (int n = 1; n <= 41; n++)
+        for (int kind = 0; kind < 5; kind++)
+            for (int at = 0; at < n; at += 1 + (kind > 0) * 6) {
+                float x[41], want[41];
+                for (int i = 0; i < n; i++) x[i] = s[(i * 7 + n) % 37];
+                if (kind == 0) x[at] = 9.5f;                      /* the maximum at `at` */
+                if (kind == 1) x[at] = -INFINITY;
+                if (kind == 2) x[at] = NAN;
+                if (kind >= 3)   /* every value negative but a zero at `at` */
+                    for (int i = 0; i < n; i++) x[i] = i == at ? (kind == 3 ? 0.0f : -0.0f)
+                                                               : -1.0f - fabsf(x[i]);
+                float m = -INFINITY;   /* the formula: max, exp, a double sum in order */
+                for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+                double sum = 0;
+                for (int i = 0; i < n; i++) sum += (want[i] = qtts_expf(x[i] - m));
+                for (int i = 0; i < n; i++) want[i] *= (float)(1.0 / sum);
+                qtts_softmax(x, n);
+                size_t bad;
+                CHECK(bits_equal(x, want, (size_t)n, &bad), "softmax n=%d case %d at %d: element %zu",
+                      n, kind, at, bad);
+            }
     qtts_swiglu(sw, g, up, 37);
     for (int i = 0; i < 37; i++) {
         const float want = g[i] / (1.0f + qtts_expf(-g[i])) * up[i];
