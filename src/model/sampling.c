@@ -23,9 +23,10 @@
  *     cumulative probability within an ulp or two of the threshold can fall
  *     on the other side (not seen on random logits).
  *
- * Cost. Top-k is a size-k min-heap over the vocabulary, O(V log k), in the
- * caller's scratch. Top-p sorts the whole vocabulary, O(V log V), and runs
- * only when top_p < 1 (off by default). The draw is one pass of expf over
+ * Cost. Top-k is a size-k min-heap in the caller's scratch, fed only the
+ * entries of the blocks of 16 whose maxima could enter it (top_k_). Top-p
+ * sorts the whole vocabulary, O(V log V), and runs only when top_p < 1
+ * (off by default). The draw is one pass of expf over
  * the surviving entries plus a linear scan. Nothing allocates.
  *
  * Non-finite input. Every entry point first rewrites NaN scores to -inf, so
@@ -44,6 +45,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- RNG: xoshiro256** seeded through splitmix64 ---- */
 
@@ -144,7 +146,17 @@ void qtts_talker_process(float *scores, int vocab, const int32_t *history, int n
 
 static void temperature_(float *scores, int vocab, float temperature) {
     QTTS_ASSERT(temperature > 0.0f && isfinite(temperature));
-    for (int i = 0; i < vocab; i++) scores[i] = scores[i] / temperature;
+    /* 4 lanes at a time (GCC leaves the plain loop scalar): each lane is
+     * the same IEEE division */
+    typedef float v4f __attribute__((vector_size(16), aligned(4)));
+    int i = 0;
+    for (; i + 4 <= vocab; i += 4) {
+        v4f v;
+        memcpy(&v, scores + i, sizeof v);
+        v = v / temperature;
+        memcpy(scores + i, &v, sizeof v);
+    }
+    for (; i < vocab; i++) scores[i] = scores[i] / temperature;
 }
 
 void qtts_apply_temperature(float *scores, int vocab, float temperature) {
@@ -168,21 +180,83 @@ static void minheap_sift_down(float *h, int n, int i) {
     h[i] = v;
 }
 
+/* Top-k keeps the entries >= the k-th largest value (with multiplicity):
+ * a size-k min-heap fed the entries in index order. The feed skips whole
+ * blocks of TOPK_BLOCK entries by their maxima: a block whose maximum
+ * could not enter the heap has no entry that could. Before the heap is
+ * full, the entries below `lo` are skipped too, lo being the k-th largest
+ * block maximum: k entries (those maxima) reach it, so it is at most the
+ * k-th largest and every entry that ends in the heap is >= lo. The heap
+ * therefore ends holding the k largest, as the plain feed would, and for
+ * random logits reads ~5% of a 2048-entry row one by one instead of all. */
+#define TOPK_BLOCK 16
+
+/* The maximum of x[0, 16) (no NaN: every caller has turned them to -inf,
+ * so the order of the comparisons cannot change the value): four
+ * independent chains. */
+static float max16(const float *x) {
+    float m[4] = {x[0], x[1], x[2], x[3]};
+    for (int i = 4; i < 16; i += 4)
+        for (int l = 0; l < 4; l++) m[l] = x[i + l] > m[l] ? x[i + l] : m[l];
+    const float a = m[1] > m[0] ? m[1] : m[0], b = m[3] > m[2] ? m[3] : m[2];
+    return b > a ? b : a;
+}
+
+/* Feeds x[i] (in index order) to the heap of *m (< k: still filling from
+ * the entries >= lo, then heapified at k) entries. */
+static inline void topk_feed(float *heap, int k, int *m, float lo, float v) {
+    if (*m < k) {
+        if (v >= lo) {
+            heap[(*m)++] = v;
+            if (*m == k)
+                for (int j = k / 2 - 1; j >= 0; j--) minheap_sift_down(heap, k, j);
+        }
+    } else if (v > heap[0]) {
+        heap[0] = v;
+        minheap_sift_down(heap, k, 0);
+    }
+}
+
+/* The k-th largest of x[0, n) with multiplicity (0 < k <= n), all entries
+ * fed: the plain heap, for the blocks' maxima and for short rows. */
+static float kth_largest(const float *x, int n, int k, float *heap) {
+    int m = 0;
+    for (int i = 0; i < n; i++) topk_feed(heap, k, &m, -INFINITY, x[i]);
+    return heap[0];
+}
+
 static void top_k_(float *scores, int vocab, int k, void *scratch) {
     QTTS_ASSERT(k >= 0);
     if (k == 0 || k >= vocab) return; /* k >= vocab: threshold is the minimum */
     QTTS_ASSERT(scratch);
     float *heap = scratch;
-    for (int i = 0; i < k; i++) heap[i] = scores[i];
-    for (int i = k / 2 - 1; i >= 0; i--) minheap_sift_down(heap, k, i);
-    for (int i = k; i < vocab; i++) {
-        if (scores[i] > heap[0]) {
-            heap[0] = scores[i];
-            minheap_sift_down(heap, k, 0);
-        }
+    const int nb = vocab / TOPK_BLOCK;
+    if (nb < 2 * k) {   /* few blocks: their maxima would bound little */
+        const float kth = kth_largest(scores, vocab, k, heap);
+        for (int i = 0; i < vocab; i++)
+            if (scores[i] < kth) scores[i] = -INFINITY;
+        return;
     }
+    float *bmax = heap + k;   /* scratch holds vocab floats, and k + nb < vocab */
+    for (int b = 0; b < nb; b++) bmax[b] = max16(scores + (size_t)b * TOPK_BLOCK);
+    const float lo = kth_largest(bmax, nb, k, heap);
+    int m = 0;
+    for (int b = 0; b < nb; b++) {
+        if (m < k ? bmax[b] < lo : !(bmax[b] > heap[0])) continue;
+        for (int i = b * TOPK_BLOCK; i < (b + 1) * TOPK_BLOCK; i++)
+            topk_feed(heap, k, &m, lo, scores[i]);
+    }
+    for (int i = nb * TOPK_BLOCK; i < vocab; i++) topk_feed(heap, k, &m, lo, scores[i]);
+    QTTS_ASSERT(m == k);
     const float kth = heap[0];
-    for (int i = 0; i < vocab; i++)
+    for (int b = 0; b < nb; b++) {   /* a block below the threshold goes whole */
+        float *x = scores + (size_t)b * TOPK_BLOCK;
+        if (bmax[b] < kth)
+            for (int i = 0; i < TOPK_BLOCK; i++) x[i] = -INFINITY;
+        else
+            for (int i = 0; i < TOPK_BLOCK; i++) x[i] = x[i] < kth ? -INFINITY : x[i];
+    }
+    for (int i = nb * TOPK_BLOCK; i < vocab; i++)
         if (scores[i] < kth) scores[i] = -INFINITY;
 }
 
@@ -395,11 +469,12 @@ void qtts_apply_top_p(float *scores, int vocab, float top_p, void *scratch) {
 /* mx is the largest score (every stage keeps one entry of that value). */
 static int draw(const float *s, int vocab, float mx, float *w, qtts_rng *rng) {
     if (!isfinite(mx)) return argmax_first(s, vocab); /* all -inf: 0; else the first +inf */
-    double sum = 0.0;
+    double sum = 0.0;   /* +0 plus the weights, >= 0: adding a zero weight changes nothing */
     for (int i = 0; i < vocab; i++) {
-        float e = s[i] == -INFINITY ? 0.0f : expf(s[i] - mx);
-        w[i] = e;
-        sum += (double)e;
+        w[i] = 0.0f;
+        if (s[i] == -INFINITY) continue;   /* most entries after top-k */
+        w[i] = expf(s[i] - mx);
+        sum += (double)w[i];
     }
     const double target = qtts_rng_uniform(rng) * sum;
     double acc = 0.0;
@@ -417,21 +492,32 @@ int qtts_sample(float *scores, int vocab, const qtts_sampler_params *p, qtts_rng
                 void *scratch, float *margin) {
     QTTS_ASSERT(scores && vocab > 0 && p);
 
-    /* one pass: NaN -> -inf, the two largest values, the first argmax */
-    float t1 = -INFINITY, t2 = -INFINITY;
-    int top = 0;
-    for (int i = 0; i < vocab; i++) {
-        float v = scores[i];
-        if (isnan(v)) scores[i] = v = -INFINITY;
-        if (v > t1) {
-            t2 = t1;
-            t1 = v;
-            top = i;
-        } else if (v > t2) {
-            t2 = v;
+    /* NaN -> -inf and the maximum t1, in four independent chains (without
+     * NaNs the order does not change a maximum); then the first argmax, and
+     * for the margin the largest of the others (the runner-up, equal to t1
+     * when the maximum is tied) */
+    float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int i = 0;
+    for (; i + 4 <= vocab; i += 4)
+        for (int l = 0; l < 4; l++) {
+            float v = scores[i + l];
+            if (isnan(v)) scores[i + l] = v = -INFINITY;
+            m4[l] = v > m4[l] ? v : m4[l];
         }
+    for (; i < vocab; i++) {
+        if (isnan(scores[i])) scores[i] = -INFINITY;
+        m4[0] = scores[i] > m4[0] ? scores[i] : m4[0];
     }
-    if (margin) *margin = t2 == -INFINITY ? INFINITY : t1 == t2 ? 0.0f : t1 - t2;
+    const float ta = m4[1] > m4[0] ? m4[1] : m4[0], tb = m4[3] > m4[2] ? m4[3] : m4[2];
+    const float t1 = tb > ta ? tb : ta;
+    int top = 0;
+    while (scores[top] != t1) top++;   /* t1 is one of the scores */
+    if (margin) {
+        float t2 = -INFINITY;
+        for (int j = 0; j < vocab; j++)
+            if (j != top && scores[j] > t2) t2 = scores[j];
+        *margin = t2 == -INFINITY ? INFINITY : t1 == t2 ? 0.0f : t1 - t2;
+    }
 
     if (!p->do_sample) return top;
 

@@ -395,6 +395,45 @@ static void test_top_k_stage(void) {
     }
 }
 
+/* Top-k's block-maxima shortcut (rows of at least 2k blocks of 16) against
+ * the sort-based threshold: row lengths with and without a partial last
+ * block, the CP's 2048, k from 1 to past the shortcut's limit, and rows
+ * that are mostly -inf (fewer finite entries than k too), all ties, a few
+ * +inf, the large values bunched in one block or at the end. */
+static void test_top_k_blocks(void) {
+    static const int lens[] = {2048, 2049, 2063, 3072, 160, 47};
+    static float r[V_TALKER], sorted[V_TALKER], out[V_TALKER];
+    static int idx[V_TALKER];
+    qtts_rng g;
+    qtts_rng_seed(&g, 77);
+    for (size_t a = 0; a < sizeof lens / sizeof lens[0]; a++)
+        for (int kind = 0; kind < 7; kind++)
+            for (int k = 1; k <= 130; k += 1 + (k > 8) * 11) {
+                const int n = lens[a];
+                if (k >= n) continue;
+                random_logits(&g, r, n, 2.0f);
+                for (int i = 0; i < n; i++) {
+                    if (kind == 1 && i % 50) r[i] = -INFINITY;           /* ~n/50 finite */
+                    if (kind == 2) r[i] = 0.5f;                           /* all tied */
+                    if (kind == 3 && i % 97 == 3) r[i] = INFINITY;
+                    if (kind == 4 && i >= 16 && i < 32) r[i] += 20.0f;    /* one block on top */
+                    if (kind == 5 && i >= n - 40) r[i] += 20.0f;          /* the tail on top */
+                    if (kind == 6) r[i] = (float)((i * 7) % 5);           /* five values, many ties */
+                }
+                memcpy(sorted, r, sizeof(float) * (size_t)n);
+                for (int i = 0; i < n; i++) idx[i] = i;
+                qtts_sort_ascending_like_torch(sorted, idx, n);
+                const float kth = sorted[n - k];
+                memcpy(out, r, sizeof(float) * (size_t)n);
+                qtts_apply_top_k(out, n, k, scratch_buf);
+                for (int i = 0; i < n; i++) {
+                    const float w = r[i] < kth ? -INFINITY : r[i];
+                    REQUIRE(same_bits(out[i], w), "n %d kind %d k %d [%d]: %g vs %g", n, kind, k,
+                            i, out[i], w);
+                }
+            }
+}
+
 static void test_torch_sort_order(void) {
     /* torch: torch.sort(torch.zeros(20)).indices */
     static const int want20[20] = {10, 19, 18, 17, 16, 15, 14, 13, 12, 11,
@@ -889,6 +928,7 @@ int main(void) {
     TEST_RUN(test_margin);
     TEST_RUN(test_temperature_stage);
     TEST_RUN(test_top_k_stage);
+    TEST_RUN(test_top_k_blocks);
     TEST_RUN(test_torch_sort_order);
     TEST_RUN(test_top_p_stage);
     TEST_RUN(test_talker_rules);
