@@ -595,6 +595,34 @@ static void test_exp(void) {
         const float want = g[i] / (1.0f + qtts_expf(-g[i])) * up[i];
         CHECK(!memcmp(&sw[i], &want, sizeof want), "swiglu element %d", i);
     }
+    /* SwiGLU (in place too, as the matmul calls it) and SiLU at lengths
+     * around the 8-lane groups and the 256-value chunks */
+    static const int lens[] = {1, 7, 8, 9, 23, 255, 256, 257, 600};
+    for (size_t a = 0; a < QTTS_ARRAY_LEN(lens); a++) {
+        const int n = lens[a];
+        float *gx = qtts_malloc(sizeof(float) * (size_t)n), *ux = qtts_malloc(sizeof(float) * (size_t)n);
+        float *y = qtts_malloc(sizeof(float) * (size_t)n), *want = qtts_malloc(sizeof(float) * (size_t)n);
+        for (int i = 0; i < n; i++) {
+            gx[i] = (float)((i * 29) % 101) * 0.17f - 8.0f;
+            ux[i] = (float)((i * 13) % 31) * 0.1f - 1.5f;
+            want[i] = gx[i] / (1.0f + qtts_expf(-gx[i])) * ux[i];
+        }
+        size_t bad;
+        qtts_swiglu(y, gx, ux, (size_t)n);
+        CHECK(bits_equal(y, want, (size_t)n, &bad), "swiglu n=%d: element %zu", n, bad);
+        qtts_swiglu(gx, gx, ux, (size_t)n);
+        CHECK(bits_equal(gx, want, (size_t)n, &bad), "swiglu in place n=%d: element %zu", n, bad);
+        for (int i = 0; i < n; i++) {
+            gx[i] = (float)((i * 29) % 101) * 0.17f - 8.0f;
+            want[i] = gx[i] / (1.0f + qtts_expf(-gx[i]));
+        }
+        qtts_silu_inplace(gx, (size_t)n);
+        CHECK(bits_equal(gx, want, (size_t)n, &bad), "silu n=%d: element %zu", n, bad);
+        qtts_free(gx);
+        qtts_free(ux);
+        qtts_free(y);
+        qtts_free(want);
+    }
 }
 
 /* qtts_expm1: equal to the double-precision e^x - 1 rounded to float
