@@ -26,8 +26,8 @@
  * Cost. Top-k is a size-k min-heap in the caller's scratch, fed only the
  * entries of the blocks of 16 whose maxima could enter it (top_k_). Top-p
  * sorts the whole vocabulary, O(V log V), and runs only when top_p < 1
- * (off by default). The draw is one pass of expf over
- * the surviving entries plus a linear scan. Nothing allocates.
+ * (off by default). The draw is one pass of expf over the surviving
+ * entries plus a linear scan. Nothing allocates.
  *
  * Non-finite input. Every entry point first rewrites NaN scores to -inf, so
  * a NaN is never chosen (the engine checks logits for non-finite values on
