@@ -55,6 +55,16 @@ __device__ __forceinline__ void probe_store(const MMArgs &a, const float *acc, i
     }
 }
 
+/* The start of both candidates' block loop, as k_mm's: lane l's weights of
+ * the MM_UNR weight vectors from b0 of row r (those before nb8). */
+template <int DT>
+__device__ __forceinline__ void probe_load_w(const DMat &W, int r, int b0, int nb8, int l,
+                                             float (*w)[8]) {
+#pragma unroll
+    for (int q = 0; q < MM_UNR; q++)
+        if (b0 + q < nb8) mm_load<DT>(W, r, b0 + q, l, w[q]);
+}
+
 /* ---- candidate: hoisted x loads -------------------------------------------- */
 
 template <int DT, int NT>
@@ -72,9 +82,7 @@ __global__ void __launch_bounds__(256) k_mm_hoist(const __grid_constant__ MMArgs
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
     for (int b0 = 0; b0 < nb8; b0 += MM_UNR) {
         float w[MM_UNR][8];
-#pragma unroll
-        for (int q = 0; q < MM_UNR; q++)
-            if (b0 + q < nb8) mm_load<DT>(W, r, b0 + q, l, w[q]);
+        probe_load_w<DT>(W, r, b0, nb8, l, w);
 #pragma unroll
         for (int q = 0; q < MM_UNR; q++) {
             const int b = b0 + q;
@@ -124,9 +132,7 @@ __global__ void __launch_bounds__(ROWS * 16) k_mm_perm(const __grid_constant__ M
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
     for (int b0 = 0; b0 < nb8; b0 += MM_UNR) {
         float w[MM_UNR][8];
-#pragma unroll
-        for (int q = 0; q < MM_UNR; q++)
-            if (b0 + q < nb8) mm_load<DT>(W, r, b0 + q, l, w[q]);
+        probe_load_w<DT>(W, r, b0, nb8, l, w);
 #pragma unroll
         for (int q = 0; q < MM_UNR; q++) {
             const int b = b0 + q;
