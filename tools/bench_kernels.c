@@ -160,7 +160,8 @@ static result bench_shape(uint8_t *arena, size_t set_bytes, const shape *s, qtts
         double t0 = qtts_now();
         for (int k = 0; k < reps; k++)
             for (int c = 0; c < copies; c++) {
-                const qtts_mat W = {arena + (size_t)c * wb, dt, s->rows, s->cols, is_quant(dt)};
+                const qtts_mat W = {.data = arena + (size_t)c * wb, .dtype = dt, .rows = s->rows,
+                                     .cols = s->cols, .packed = is_quant(dt)};
                 qtts_matmul_isa(isa, y, x, g_rows, &W, NULL);
             }
         const double t = qtts_now() - t0;
@@ -199,19 +200,24 @@ static bool model_new(model *m, qtts_dtype dt) {
     m->dt = dt;
     if (!(m->mem = qtts_aligned_alloc(total))) return false;
     uint8_t *p = m->mem;
+    /* the code predictor's layers as the engine marks them (talker.c) */
+    const bool cp_resident = qtts_mat_resident_fits(5 * (uint64_t)layer_bytes);
     for (int l = 0; l < 33; l++) {
         layer *L = l < 28 ? &m->talker[l] : &m->cp[l - 28];
         for (int i = 0; i < 7; i++) {
-            L->m[i] = (qtts_mat){p, dt, lr[i], lc[i], is_quant(dt)};
+            L->m[i] = (qtts_mat){.data = p, .dtype = dt, .rows = lr[i], .cols = lc[i],
+                                 .packed = is_quant(dt), .resident = l >= 28 && cp_resident};
             fill_mat(p, dt, lr[i], lc[i]);
             p += qtts_mat_row_bytes(dt, lc[i]) * lr[i];
         }
     }
-    m->head = (qtts_mat){p, dt, 3072, 1024, is_quant(dt)};
+    m->head =
+        (qtts_mat){.data = p, .dtype = dt, .rows = 3072, .cols = 1024, .packed = is_quant(dt)};
     fill_mat(p, dt, 3072, 1024);
     p += head_bytes;
     for (int j = 0; j < 15; j++) {
-        m->cp_head[j] = (qtts_mat){p, dt, 2048, 1024, is_quant(dt)};
+        m->cp_head[j] =
+            (qtts_mat){.data = p, .dtype = dt, .rows = 2048, .cols = 1024, .packed = is_quant(dt)};
         fill_mat(p, dt, 2048, 1024);
         p += cph;
     }

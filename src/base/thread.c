@@ -27,6 +27,8 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -101,6 +103,65 @@ int qtts_cpu_count(void) {
     }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+uint64_t qtts_parse_cache_size(const char *s) {
+    uint64_t v = 0;
+    int digits = 0;
+    for (; *s >= '0' && *s <= '9'; s++, digits++) {
+        if (digits == 12) return 0;   /* no cache is a terabyte; and no overflow below */
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    if (!digits) return 0;
+    uint64_t unit = 1;
+    if (*s == 'K') unit = 1024, s++;
+    else if (*s == 'M') unit = 1024 * 1024, s++;
+    else if (*s == 'G') unit = 1024 * 1024 * 1024, s++;
+    if (*s == '\n') s++;
+    return *s ? 0 : v * unit;
+}
+
+/* Reads a short sysfs file into buf (NUL-terminated); false if absent. */
+static bool read_small(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    const size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return n > 0;
+}
+
+static uint64_t g_llc;
+static pthread_once_t g_llc_once = PTHREAD_ONCE_INIT;
+
+static void find_llc(void) {
+    int best = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[96], buf[32];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        if (!read_small(path, buf, sizeof buf)) continue;
+        const int level = atoi(buf);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        if (level <= best || !read_small(path, buf, sizeof buf) || !strncmp(buf, "Instruction", 11))
+            continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        const uint64_t bytes = read_small(path, buf, sizeof buf) ? qtts_parse_cache_size(buf) : 0;
+        if (bytes) {
+            best = level;
+            g_llc = bytes;
+        }
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (!g_llc) {
+        const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        g_llc = l3 > 0 ? (uint64_t)l3 : l2 > 0 ? (uint64_t)l2 : 0;
+    }
+#endif
+}
+
+uint64_t qtts_llc_bytes(void) {
+    pthread_once(&g_llc_once, find_llc);
+    return g_llc;
 }
 
 /* Claims and runs tasks of the current job until none is left. */

@@ -26,6 +26,7 @@
 #define QTTS_THREAD_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Runs task i of a job; ctx is the job's shared, read-only argument block. */
 typedef void (*qtts_task_fn)(void *ctx, int task);
@@ -76,5 +77,11 @@ void qtts_threads_set_idle(qtts_idle_fn fn);
 
 /* Online CPUs this process may run on (sched affinity), at least 1. */
 int qtts_cpu_count(void);
+
+/* Bytes of the last-level cache CPU 0 sees (the highest cache level in
+ * sysfs, else glibc's sysconf), read once; 0 when unknown. */
+uint64_t qtts_llc_bytes(void);
+/* A sysfs cache size ("266240K", "32M", "512"): bytes, 0 if malformed. */
+uint64_t qtts_parse_cache_size(const char *s);
 
 #endif

@@ -133,6 +133,11 @@ const qtts_isa *qtts_isa_active(void) {
 
 const char *qtts_kernels_isa(void) { return qtts_isa_active()->name; }
 
+bool qtts_mat_resident_fits(uint64_t bytes) {
+    const uint64_t llc = qtts_llc_bytes();
+    return llc > 0 && bytes <= llc / 3;
+}
+
 /* ==== the row split ====================================================== */
 
 /* Below this many multiply-adds a matmul runs on the caller alone. */

@@ -84,7 +84,7 @@ INLINE void tile_float(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
         for (int r = 0; r < RW; r++) acc[p][r][0] = acc[p][r][1] = _mm256_setzero_ps();
     }
     qtts_prefetcher pf = qtts_prefetch_tile(j->W->data, (size_t)C * es, (size_t)(C + 15) / 16,
-                                            rb, nr, j->n, r0, t, RW, RX);
+                                            rb, nr, j->n, r0, t, RW, RX, j->W->resident);
     int i = 0;
     for (; i + 16 <= C; i += 16) {
         qtts_prefetch_step(&pf);
@@ -191,7 +191,8 @@ INLINE void tile_bf16_split(const qtts_mm_job *j, int r0, const float *xs, const
         ev[r] = od[r] = _mm256_setzero_ps();
     }
     qtts_prefetcher pf =
-        qtts_prefetch_begin(w[0], (size_t)RW * C * 2, (size_t)(C + 15) / 16, 0, 1, 1);
+        qtts_prefetch_begin(w[0], (size_t)RW * C * 2, (size_t)(C + 15) / 16, 0, 1, 1,
+                            j->W->resident);
     int i = 0;
     for (; i + 16 <= C; i += 16) {
         const __m256 xe = _mm256_loadu_ps(xs + i), xo = _mm256_loadu_ps(xs + i + 8);
@@ -313,7 +314,7 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
         for (int r = 0; r < RW; r++) acc[p][r][0] = acc[p][r][1] = _mm256_setzero_ps();
     }
     qtts_prefetcher pf = qtts_prefetch_tile(j->W->data, stride, (size_t)ng * 2 * RW, rb, nr, j->n,
-                                            r0, t, RW, RX);
+                                            r0, t, RW, RX, j->W->resident);
     for (int g = 0; g < ng; g++) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {

@@ -107,7 +107,7 @@ INLINE void tile_float(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
         for (int r = 0; r < RW; r++) acc[p][r] = _mm512_setzero_ps();
     }
     qtts_prefetcher pf = qtts_prefetch_tile(j->W->data, (size_t)C * es, (size_t)(C + 15) / 16,
-                                            rb, nr, j->n, r0, t, RW, RX);
+                                            rb, nr, j->n, r0, t, RW, RX, j->W->resident);
     for (int i = 0; i < C; i += 16) {
         const __mmask16 m = C - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - i)) - 1);
         qtts_prefetch_step(&pf);
@@ -187,7 +187,8 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
     }
     const __m512i low4 = _mm512_set1_epi8(15);
     qtts_prefetcher pf =
-        qtts_prefetch_tile(j->W->data, stride, (size_t)ng * K, rb, nr, j->n, r0, t, RW, RX);
+        qtts_prefetch_tile(j->W->data, stride, (size_t)ng * K, rb, nr, j->n, r0, t, RW, RX,
+                           j->W->resident);
     /* Q4_0 decode tiles take the high nibbles in place (and 0xF0, no
      * shift) into their own sums, 16 times the products, and add those
      * sums shifted right by 4 once per group: exact (a multiple of 16, at

@@ -17,7 +17,8 @@ qtts_mat qtts_mat_from(const qtts_tensor *t) {
     QTTS_ASSERT(t && (t->dtype == QTTS_DT_F32 || t->dtype == QTTS_DT_BF16 ||
                       t->dtype == QTTS_DT_Q8_0 || t->dtype == QTTS_DT_Q4_0));
     QTTS_ASSERT(t->rank == 2 || (t->rank == 3 && t->shape[2] == 1));
-    qtts_mat m = {t->data, t->dtype, (int)t->shape[0], (int)t->shape[1], t->packed};
+    qtts_mat m = {.data = t->data, .dtype = t->dtype, .rows = (int)t->shape[0],
+                  .cols = (int)t->shape[1], .packed = t->packed};
     QTTS_ASSERT(m.dtype == QTTS_DT_F32 || m.dtype == QTTS_DT_BF16 || m.cols % QTTS_QK == 0);
     return m;
 }

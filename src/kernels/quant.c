@@ -227,7 +227,8 @@ static qtts_status pack_into(const qtts_mat *src, qtts_dtype q, qtts_mat *dst, c
                      &bytes) ||
         bytes > SIZE_MAX)
         return qtts_fail(err, QTTS_ERR_NOMEM, "quantize: matrix too large");
-    qtts_mat m = {qtts_aligned_alloc((size_t)bytes), q, src->rows, src->cols, true};
+    qtts_mat m = {.data = qtts_aligned_alloc((size_t)bytes), .dtype = q, .rows = src->rows,
+                  .cols = src->cols, .packed = true};
     if (!m.data) return qtts_fail(err, QTTS_ERR_NOMEM, "quantize: out of memory");
     pack_job j = {src, &m, 64, false};
     qtts_parallel_for((src->rows + j.rows_per_task - 1) / j.rows_per_task, pack_task, &j);

@@ -126,7 +126,7 @@ static bool load_mat(qtts_codec_encoder *e, qtts_mat *m, qtts_err *err, int rank
     const uintptr_t addr = (uintptr_t)t->data;
     if ((t->dtype == QTTS_DT_F32 && addr % sizeof(float) == 0) ||
         (t->dtype == QTTS_DT_BF16 && addr % sizeof(uint16_t) == 0)) {
-        *m = (qtts_mat){t->data, t->dtype, rows, cols, false};
+        *m = (qtts_mat){.data = t->data, .dtype = t->dtype, .rows = rows, .cols = cols};
         return true;
     }
     float *v = own(e, sizeof(float) * (size_t)rows * cols);
@@ -135,7 +135,7 @@ static bool load_mat(qtts_codec_encoder *e, qtts_mat *m, qtts_err *err, int rank
         return false;
     }
     qtts_tensor_to_f32(t, v);
-    *m = (qtts_mat){v, QTTS_DT_F32, rows, cols, false};
+    *m = (qtts_mat){.data = v, .dtype = QTTS_DT_F32, .rows = rows, .cols = cols};
     return true;
 }
 

@@ -270,6 +270,25 @@ static qtts_status load_stack(const binder *b, const char *prefix, const qtts_st
     return QTTS_OK;
 }
 
+/* The code predictor's layers are read in each of its 15 passes of a
+ * frame: marked resident (qtts_mat.resident) when they fit the share of
+ * the last-level cache that keeps them there between passes. */
+static void mark_resident(qtts_stack_weights *w) {
+    uint64_t bytes = 0;
+    for (int l = 0; l < w->n_layers; l++) {
+        const qtts_layer_weights *L = &w->layers[l];
+        const qtts_mat *const M[] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        for (size_t i = 0; i < QTTS_ARRAY_LEN(M); i++)
+            bytes += (uint64_t)M[i]->rows * qtts_mat_stride(M[i]);
+    }
+    const bool fits = qtts_mat_resident_fits(bytes);
+    for (int l = 0; l < w->n_layers; l++) {
+        qtts_layer_weights *L = &w->layers[l];
+        qtts_mat *const M[] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        for (size_t i = 0; i < QTTS_ARRAY_LEN(M); i++) M[i]->resident = fits;
+    }
+}
+
 static void free_stack(qtts_stack_weights *w) {
     if (w->layers)
         for (int l = 0; l < w->n_layers; l++) {
@@ -408,6 +427,7 @@ qtts_status qtts_talker_load_quant(const qtts_config *cfg, const qtts_st_set *st
 #undef FAIL_IF
     w->quant.talker = quant_of(&w->talker.layers[0].q);
     w->quant.cp = quant_of(&w->cp.layers[0].q);
+    mark_resident(&w->cp);
     *out = w;
     return QTTS_OK;
 fail:

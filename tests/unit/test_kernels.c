@@ -59,6 +59,11 @@ static void fill(float *v, size_t n, float scale) {
     }
 }
 
+/* A plain (unpacked) matrix view of data. */
+static qtts_mat mview(const void *data, qtts_dtype dt, int rows, int cols) {
+    return (qtts_mat){.data = data, .dtype = dt, .rows = rows, .cols = cols};
+}
+
 /* A test matrix: f32 values, the bf16 rounding of them, and views. */
 typedef struct {
     int rows, cols;
@@ -148,7 +153,8 @@ static void test_float_paths(void) {
         fill(x, (size_t)NMAX * C, 1.0f);
         fill(bias, R, 0.1f);
         for (int bf = 0; bf < 2; bf++) {
-            const qtts_mat W = {bf ? (const void *)w.h : w.f, bf ? QTTS_DT_BF16 : QTTS_DT_F32, R, C, false};
+            const qtts_mat W =
+                mview(bf ? (const void *)w.h : w.f, bf ? QTTS_DT_BF16 : QTTS_DT_F32, R, C);
             const float *wf = bf ? w.hf : w.f;
             for (size_t k = 0; k < QTTS_ARRAY_LEN(ns); k++)
                 for (int hb = 0; hb < 2; hb++) {
@@ -227,7 +233,7 @@ typedef struct {
 
 static tquant tquant_new(const tmat *w, qtts_dtype dt) {
     tquant q = {{0}, qtts_malloc(sizeof(float) * w->rows * w->cols)};
-    const qtts_mat src = {w->f, QTTS_DT_F32, w->rows, w->cols, false};
+    const qtts_mat src = mview(w->f, QTTS_DT_F32, w->rows, w->cols);
     qtts_err err = {0};
     QTTS_ASSERT(qtts_mat_quantize(&src, dt, &q.m, &err) == QTTS_OK);
     for (int r = 0; r < w->rows; r++) qtts_mat_row(q.deq + (size_t)r * w->cols, &q.m, r);
@@ -255,7 +261,7 @@ static void test_quant_paths(void) {
         for (int f = 0; f < 2; f++) {
             const qtts_dtype dt = f ? QTTS_DT_Q4_0 : QTTS_DT_Q8_0;
             tquant q = tquant_new(&w, dt);
-            const qtts_mat Wd = {q.deq, QTTS_DT_F32, R, C, false};
+            const qtts_mat Wd = mview(q.deq, QTTS_DT_F32, R, C);
             for (size_t k = 0; k < QTTS_ARRAY_LEN(ns); k++)
                 for (int hb = 0; hb < 2; hb++) {
                     const int n = ns[k];
@@ -324,7 +330,8 @@ static void test_row_determinism(void) {
     const int R = 301, C = 1024, N = 9;   /* > the parallel threshold, odd row count */
     tmat w = tmat_new(R, C);
     tquant q8 = tquant_new(&w, QTTS_DT_Q8_0), q4 = tquant_new(&w, QTTS_DT_Q4_0);
-    const qtts_mat mats[4] = {{w.f, QTTS_DT_F32, R, C, false}, {w.h, QTTS_DT_BF16, R, C, false}, q8.m, q4.m};
+    const qtts_mat mats[4] = {mview(w.f, QTTS_DT_F32, R, C), mview(w.h, QTTS_DT_BF16, R, C), q8.m,
+                              q4.m};
     float *x = qtts_malloc(sizeof(float) * N * C), *bias = qtts_malloc(sizeof(float) * R);
     float *y1 = qtts_malloc(sizeof(float) * N * R), *yb = qtts_malloc(sizeof(float) * N * R);
     fill(x, (size_t)N * C, 1.0f);
@@ -366,7 +373,8 @@ static void test_row_determinism(void) {
         tmat w2 = tmat_new(R2, C), w3 = tmat_new(R3, C);
         tquant q82 = tquant_new(&w2, QTTS_DT_Q8_0), q43 = tquant_new(&w3, QTTS_DT_Q4_0);
         const qtts_mat sets[3][3] = {
-            {{w.f, QTTS_DT_F32, R, C, false}, {w2.f, QTTS_DT_F32, R2, C, false}, {w3.h, QTTS_DT_BF16, R3, C, false}},
+            {mview(w.f, QTTS_DT_F32, R, C), mview(w2.f, QTTS_DT_F32, R2, C),
+             mview(w3.h, QTTS_DT_BF16, R3, C)},
             {q8.m, q82.m, q43.m},
             {q4.m, q4.m, q82.m},
         };
@@ -407,7 +415,7 @@ static void test_row_determinism(void) {
     {
         const int RL = 20000, CL = 32;
         tmat wl = tmat_new(RL, CL);
-        const qtts_mat ml = {wl.f, QTTS_DT_F32, RL, CL, false};
+        const qtts_mat ml = mview(wl.f, QTTS_DT_F32, RL, CL);
         float *yl1 = qtts_malloc(sizeof(float) * RL), *ylb = qtts_malloc(sizeof(float) * RL);
         qtts_threads_init(1);
         qtts_matmul(yl1, x, 1, &ml, NULL);
@@ -430,6 +438,45 @@ static void test_row_determinism(void) {
     qtts_free(bias);
     qtts_free(y1);
     qtts_free(yb);
+}
+
+/* qtts_mat.resident only moves the tiles' prefetches from L2 to L1: every
+ * path gives the same bits with it set, for each format, for decode,
+ * batched and prefill row counts. */
+static void test_resident_same_bits(void) {
+    const int R = 67, C = 1024, N = 9;
+    tmat w = tmat_new(R, C);
+    tquant q8 = tquant_new(&w, QTTS_DT_Q8_0), q4 = tquant_new(&w, QTTS_DT_Q4_0);
+    float *x = qtts_malloc(sizeof(float) * N * C);
+    float *y0 = qtts_malloc(sizeof(float) * N * R), *y1 = qtts_malloc(sizeof(float) * N * R);
+    fill(x, (size_t)N * C, 1.0f);
+    const qtts_mat mats[4] = {
+        {.data = w.f, .dtype = QTTS_DT_F32, .rows = R, .cols = C},
+        {.data = w.h, .dtype = QTTS_DT_BF16, .rows = R, .cols = C},
+        q8.m,
+        q4.m,
+    };
+    const int rows[] = {1, 4, 5, 9};
+    for (int i = 0; i < n_isas; i++)
+        for (int f = 0; f < 4; f++)
+            for (size_t k = 0; k < QTTS_ARRAY_LEN(rows); k++) {
+                qtts_mat W = mats[f];
+                W.resident = false;
+                qtts_matmul_isa(isas[i], y0, x, rows[k], &W, NULL);
+                W.resident = true;
+                memset(y1, 0xff, sizeof(float) * N * R);
+                qtts_matmul_isa(isas[i], y1, x, rows[k], &W, NULL);
+                size_t at;
+                CHECK(bits_equal(y0, y1, (size_t)rows[k] * R, &at),
+                      "%s format %d, %d rows: resident changed element %zu", isas[i]->name, f,
+                      rows[k], at);
+            }
+    qtts_free(x);
+    qtts_free(y0);
+    qtts_free(y1);
+    tquant_free(&q8);
+    tquant_free(&q4);
+    tmat_free(&w);
 }
 
 /* qtts_matmul_prefetch_next: a hint never changes a result, whether it
@@ -791,7 +838,7 @@ static void test_mat_quantize(void) {
     tmat w = tmat_new(70, 96);
     qtts_err err = {0};
     qtts_mat q = {0};
-    const qtts_mat src_bf = {w.h, QTTS_DT_BF16, 70, 96, false}, bad = {w.f, QTTS_DT_F32, 70, 95, false};
+    const qtts_mat src_bf = mview(w.h, QTTS_DT_BF16, 70, 96), bad = mview(w.f, QTTS_DT_F32, 70, 95);
     CHECK(qtts_mat_quantize(&src_bf, QTTS_DT_Q8_0, &q, &err) == QTTS_OK, "bf16 source: %s", err.msg);
     CHECK(q.rows == 70 && q.cols == 96 && q.dtype == QTTS_DT_Q8_0 && q.data, "result");
     float row[96], ref[96];
@@ -858,7 +905,7 @@ static void test_packed_layout(void) {
     tmat w = tmat_new(37, 160);
     for (int q4 = 0; q4 < 2; q4++) {
         const qtts_dtype dt = q4 ? QTTS_DT_Q4_0 : QTTS_DT_Q8_0;
-        const qtts_mat src = {w.f, QTTS_DT_F32, 37, 160, false};
+        const qtts_mat src = mview(w.f, QTTS_DT_F32, 37, 160);
         qtts_mat q = {0}, p = {0};
         qtts_err err = {0};
         QTTS_ASSERT(qtts_mat_quantize(&src, dt, &q, &err) == QTTS_OK);
@@ -866,7 +913,7 @@ static void test_packed_layout(void) {
         const size_t rb = qtts_mat_row_bytes(dt, 160);
         uint8_t *plain = qtts_malloc(rb * 37);
         for (int r = 0; r < 37; r++) qtts_mat_unpack_row(&q, r, plain + r * rb);
-        const qtts_mat view = {plain, dt, 37, 160, false};
+        const qtts_mat view = mview(plain, dt, 37, 160);
         CHECK(qtts_mat_pack(&view, &p, &err) == QTTS_OK && p.packed, "pack: %s", err.msg);
         CHECK(!memcmp(p.data, q.data, qtts_mat_stride(&q) * 37), "%s: pack(plain) == quantize", qtts_dtype_name(dt));
         float a[160], e[160];
@@ -890,8 +937,8 @@ static void test_matmul_swiglu(void) {
     tmat g = tmat_new(R, C), u = tmat_new(R, C);
     tquant g8 = tquant_new(&g, QTTS_DT_Q8_0), u8 = tquant_new(&u, QTTS_DT_Q8_0);
     tquant g4 = tquant_new(&g, QTTS_DT_Q4_0), u4 = tquant_new(&u, QTTS_DT_Q4_0);
-    const qtts_mat pairs[4][2] = {{{g.f, QTTS_DT_F32, R, C, false}, {u.f, QTTS_DT_F32, R, C, false}},
-                                  {{g.h, QTTS_DT_BF16, R, C, false}, {u.h, QTTS_DT_BF16, R, C, false}},
+    const qtts_mat pairs[4][2] = {{mview(g.f, QTTS_DT_F32, R, C), mview(u.f, QTTS_DT_F32, R, C)},
+                                  {mview(g.h, QTTS_DT_BF16, R, C), mview(u.h, QTTS_DT_BF16, R, C)},
                                   {g8.m, u8.m},
                                   {g4.m, u4.m}};
     const int N = 9;
@@ -1042,7 +1089,7 @@ static void test_error_report(void) {
     for (size_t i = 0; i < (size_t)R * C; i++) w.f[i] = gauss() * 0.02f;
     float *x = qtts_malloc(sizeof(float) * C), *yf = qtts_malloc(sizeof(float) * R),
           *yq = qtts_malloc(sizeof(float) * R);
-    const qtts_mat Wf = {w.f, QTTS_DT_F32, R, C, false};
+    const qtts_mat Wf = mview(w.f, QTTS_DT_F32, R, C);
     for (int f = 0; f < 2; f++) {
         tquant q = tquant_new(&w, f ? QTTS_DT_Q4_0 : QTTS_DT_Q8_0);
         double ew = 0, sw = 0;
@@ -1059,7 +1106,7 @@ static void test_error_report(void) {
             qtts_matmul_isa(&qtts_isa_ref, yf, x, 1, &Wf, NULL);
             /* the quantized matvec, and f32 activations on the dequantized
              * weights (which leaves only the weights' error) */
-            const qtts_mat Wd = {q.deq, QTTS_DT_F32, R, C, false};
+            const qtts_mat Wd = mview(q.deq, QTTS_DT_F32, R, C);
             double ey = 0, ed = 0, sy = 0;
             qtts_matmul_isa(&qtts_isa_ref, yq, x, 1, &Wd, NULL);
             for (int r = 0; r < R; r++) ed += ((double)yq[r] - yf[r]) * ((double)yq[r] - yf[r]);
@@ -1146,7 +1193,7 @@ static void test_prefetcher(void) {
             for (size_t pi = 0; pi < sizeof parts / sizeof parts[0]; pi++) {
                 const size_t bytes = sizes[si], n = steps[ki], lines = (bytes + 63) / 64;
                 const unsigned of = parts[pi];
-                const char *ahead = qtts_prefetch_begin(block, bytes, n, 0, of, of).p;
+                const char *ahead = qtts_prefetch_begin(block, bytes, n, 0, of, of, false).p;
                 const size_t dist = (size_t)(ahead - block);
                 CHECK(dist % bytes == 0 && dist >= QTTS_PREFETCH_AHEAD &&
                           dist - bytes < QTTS_PREFETCH_AHEAD,
@@ -1156,7 +1203,7 @@ static void test_prefetcher(void) {
                 size_t next = 0;
                 bool in_order = true;
                 for (unsigned from = 0; from < of; from++)
-                    in_order &= walk_prefetcher(qtts_prefetch_begin(block, bytes, n, from, 1, of), n,
+                    in_order &= walk_prefetcher(qtts_prefetch_begin(block, bytes, n, from, 1, of, from & 1), n,
                                                 ahead, &next);
                 CHECK(in_order && next == lines,
                       "bytes=%zu steps=%zu parts=%u: %zu of %zu lines, in order %d", bytes, n, of,
@@ -1184,10 +1231,10 @@ static void test_prefetcher(void) {
                     for (int r = 0; r < nr;) {
                         const int RW = RX == SX ? (nr - r >= SW ? SW : 1) : (nr == NB ? NB : 1);
                         const qtts_prefetcher f =
-                            qtts_prefetch_tile(block, 1088, 16, 0, nr, nx, r, t, RW, RX);
+                            qtts_prefetch_tile(block, 1088, 16, 0, nr, nx, r, t, RW, RX, false);
                         const qtts_prefetcher g =
                             qtts_prefetch_begin(block, (size_t)nr * 1088, 16, done,
-                                                (unsigned)(RW * RX), (unsigned)(nr * nx));
+                                                (unsigned)(RW * RX), (unsigned)(nr * nx), false);
                         contiguous &= f.p == g.p && f.end == g.end;
                         done += (unsigned)(RW * RX);
                         r += RW;
@@ -1213,6 +1260,7 @@ int main(void) {
     TEST_RUN(test_quant_paths);
     TEST_RUN(test_row_determinism);
     TEST_RUN(test_prefetch_hint);
+    TEST_RUN(test_resident_same_bits);
     TEST_RUN(test_large_batch);
     TEST_RUN(test_half_conversion);
     TEST_RUN(test_quantize_roundtrip);

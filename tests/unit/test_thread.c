@@ -4,7 +4,8 @@
  * thousands of dispatches at 1, 2 and 4 threads; workers that went to
  * sleep wake up; a second caller and a nested parallel-for run inline
  * instead of deadlocking; the process-wide pool follows qtts_threads_init;
- * the idle hook runs for the caller and the workers while they wait.
+ * the idle hook runs for the caller and the workers while they wait; the
+ * cache-size parser behind qtts_llc_bytes.
  * Built under ThreadSanitizer by `make test-tsan`. Prints the dispatch
  * cost for information.
  */
@@ -237,7 +238,31 @@ static void test_idle_hook(void) {
     qtts_pool_destroy(p);
 }
 
+/* The sysfs cache-size parser behind qtts_llc_bytes: the kernel's forms
+ * ("48K", "266240K", "32M", a plain byte count, with or without the
+ * newline), and 0 for anything else rather than a guess. */
+static void test_cache_size(void) {
+    static const struct {
+        const char *s;
+        uint64_t want;
+    } cases[] = {
+        {"48K\n", 48u << 10},     {"266240K", 266240ull << 10}, {"32M\n", 32ull << 20},
+        {"1G", 1ull << 30},        {"512", 512},                 {"", 0},
+        {"K", 0},                  {"12Q", 0},                   {"12K extra", 0},
+        {"-4K", 0},                {"1234567890123K", 0},        {"12K\n\n", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK(qtts_parse_cache_size(cases[i].s) == cases[i].want, "\"%s\": %llu, want %llu",
+              cases[i].s, (unsigned long long)qtts_parse_cache_size(cases[i].s),
+              (unsigned long long)cases[i].want);
+    /* whatever this machine reports, the same value on every call */
+    const uint64_t llc = qtts_llc_bytes();
+    CHECK(qtts_llc_bytes() == llc, "qtts_llc_bytes changed between calls");
+    printf("  last-level cache here: %llu KB\n", (unsigned long long)(llc >> 10));
+}
+
 int main(void) {
+    TEST_RUN(test_cache_size);
     TEST_RUN(test_many_dispatches);
     TEST_RUN(test_zero_means_all_cpus);
     TEST_RUN(test_concurrent_callers);
