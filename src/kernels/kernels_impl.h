@@ -132,12 +132,14 @@ void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float 
  *    code predictor's on a large L3): their lines come from the L3 in
  *    tens of nanoseconds, so an L1 prefetch frees its miss buffer soon,
  *    and it saves the loads the L2 round trip. On the 260 MB L3 of the
- *    Intel host, 0.6B's code predictor took 8% less time with L1
- *    prefetches at int4 (45 MB per pass) and 4.5% less at int8 (80 MB);
+ *    Intel host, 0.6B's code predictor took 5-7% less time with L1
+ *    prefetches at int4 (45 MB per pass) and ~4% less at int8 (80 MB);
  *    at bf16 (160 MB, which the talker's reads evict) 2% more, and the
- *    talker (DRAM) 2-8% more.
+ *    talker (DRAM) 2-8% more. Closer lines suit the L3's latency:
+ *    QTTS_PREFETCH_AHEAD_L1.
  * A prefetch never faults, so running past the matrix is harmless. */
 #define QTTS_PREFETCH_AHEAD 8192
+#define QTTS_PREFETCH_AHEAD_L1 4096   /* resident: 2-4 KB ~1-2% faster than 8, 16 KB 7% slower */
 typedef struct {
     const char *p, *end; /* next line to prefetch; end of this tile's share */
     size_t step;         /* bytes per qtts_prefetch_step */
@@ -145,15 +147,16 @@ typedef struct {
 } qtts_prefetcher;
 
 /* The prefetch of the share [from, from + len) of `of` equal parts of the
- * block at least QTTS_PREFETCH_AHEAD bytes ahead of `block` (`bytes`
- * long), in whole lines (part boundaries rounded down, so the shares of
+ * block at least QTTS_PREFETCH_AHEAD (l1: QTTS_PREFETCH_AHEAD_L1) bytes
+ * ahead of `block` (`bytes` long), in whole lines (part boundaries rounded down, so the shares of
  * 0..of tile the block's lines exactly), over `steps` calls of
  * qtts_prefetch_step, ceil(lines / steps) lines each (the last calls may
  * find nothing left). */
 static inline qtts_prefetcher qtts_prefetch_begin(const void *block, size_t bytes, size_t steps,
                                                   unsigned from, unsigned len, unsigned of,
                                                   bool l1) {
-    const char *ahead = (const char *)block + (QTTS_PREFETCH_AHEAD + bytes - 1) / bytes * bytes;
+    const size_t dist = l1 ? QTTS_PREFETCH_AHEAD_L1 : QTTS_PREFETCH_AHEAD;
+    const char *ahead = (const char *)block + (dist + bytes - 1) / bytes * bytes;
     const size_t lines = (bytes + 63) / 64;
     size_t a = 0, b = lines;
     if (len < of) { /* one tile of several: the later x rows of a prefill or a large batch */

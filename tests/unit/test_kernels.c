@@ -1178,7 +1178,8 @@ static bool walk_prefetcher(qtts_prefetcher f, size_t steps, const char *ahead, 
 /* The x86 tiles' weight prefetch (qtts_prefetch_begin/tile/step): the
  * tiles of a block, each over its `steps` calls, must together reach every
  * line of the block ahead, once and in order, starting at least
- * QTTS_PREFETCH_AHEAD bytes ahead at a block boundary; a prefetcher that
+ * QTTS_PREFETCH_AHEAD (to L1: QTTS_PREFETCH_AHEAD_L1) bytes ahead at a
+ * block boundary; a prefetcher that
  * stopped short or overlapped would leave lines to demand misses or fetch
  * them twice, with the same results and a silent loss of speed. */
 static void test_prefetcher(void) {
@@ -1188,27 +1189,28 @@ static void test_prefetcher(void) {
     char *block = malloc(65536); /* holds every block ahead and its span */
     CHECK(block != NULL, "out of memory");
     if (!block) return;
-    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
-        for (size_t ki = 0; ki < sizeof steps / sizeof steps[0]; ki++)
-            for (size_t pi = 0; pi < sizeof parts / sizeof parts[0]; pi++) {
-                const size_t bytes = sizes[si], n = steps[ki], lines = (bytes + 63) / 64;
-                const unsigned of = parts[pi];
-                const char *ahead = qtts_prefetch_begin(block, bytes, n, 0, of, of, false).p;
-                const size_t dist = (size_t)(ahead - block);
-                CHECK(dist % bytes == 0 && dist >= QTTS_PREFETCH_AHEAD &&
-                          dist - bytes < QTTS_PREFETCH_AHEAD,
-                      "bytes=%zu: starts %zu bytes ahead", bytes, dist);
-                /* the shares 0..of-1, one after the other, walk every line of
-                 * the block ahead once, in order, each within its steps */
-                size_t next = 0;
-                bool in_order = true;
-                for (unsigned from = 0; from < of; from++)
-                    in_order &= walk_prefetcher(qtts_prefetch_begin(block, bytes, n, from, 1, of, from & 1), n,
-                                                ahead, &next);
-                CHECK(in_order && next == lines,
-                      "bytes=%zu steps=%zu parts=%u: %zu of %zu lines, in order %d", bytes, n, of,
-                      next, lines, (int)in_order);
-            }
+    for (int l1 = 0; l1 < 2; l1++)
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+            for (size_t ki = 0; ki < sizeof steps / sizeof steps[0]; ki++)
+                for (size_t pi = 0; pi < sizeof parts / sizeof parts[0]; pi++) {
+                    const size_t bytes = sizes[si], n = steps[ki], lines = (bytes + 63) / 64;
+                    const size_t want = l1 ? QTTS_PREFETCH_AHEAD_L1 : QTTS_PREFETCH_AHEAD;
+                    const unsigned of = parts[pi];
+                    const qtts_prefetcher all = qtts_prefetch_begin(block, bytes, n, 0, of, of, l1);
+                    const size_t dist = (size_t)(all.p - block);
+                    CHECK(all.l1 == l1 && dist % bytes == 0 && dist >= want && dist - bytes < want,
+                          "bytes=%zu l1=%d: starts %zu bytes ahead", bytes, l1, dist);
+                    /* the shares 0..of-1, one after the other, walk every line
+                     * of the block ahead once, in order, each within its steps */
+                    size_t next = 0;
+                    bool in_order = true;
+                    for (unsigned from = 0; from < of; from++)
+                        in_order &= walk_prefetcher(
+                            qtts_prefetch_begin(block, bytes, n, from, 1, of, l1), n, all.p, &next);
+                    CHECK(in_order && next == lines,
+                          "bytes=%zu steps=%zu parts=%u l1=%d: %zu of %zu lines, in order %d", bytes,
+                          n, of, l1, next, lines, (int)in_order);
+                }
     /* qtts_prefetch_tile's shares follow the tiles' walk (x rows outer, W rows
      * inner) in each x86 kernel's walk of a block of NB W rows: strips of SX x
      * rows, each strip's W rows in tiles of SW then one by one; the x rows past
