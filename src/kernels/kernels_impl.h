@@ -134,8 +134,8 @@ void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float 
  *    and it saves the loads the L2 round trip. On the 260 MB L3 of the
  *    Intel host, 0.6B's code predictor took 5-7% less time with L1
  *    prefetches at int4 (45 MB per pass) and ~4% less at int8 (80 MB);
- *    at bf16 (160 MB, which the talker's reads evict) 2% more, and the
- *    talker (DRAM) 2-8% more. Closer lines suit the L3's latency:
+ *    at bf16 (160 MB, too much to stay there) 2% more, and the talker
+ *    (DRAM) 2-8% more. Closer lines suit the L3's latency:
  *    QTTS_PREFETCH_AHEAD_L1.
  * A prefetch never faults, so running past the matrix is harmless. */
 #define QTTS_PREFETCH_AHEAD 8192
@@ -148,10 +148,10 @@ typedef struct {
 
 /* The prefetch of the share [from, from + len) of `of` equal parts of the
  * block at least QTTS_PREFETCH_AHEAD (l1: QTTS_PREFETCH_AHEAD_L1) bytes
- * ahead of `block` (`bytes` long), in whole lines (part boundaries rounded down, so the shares of
- * 0..of tile the block's lines exactly), over `steps` calls of
- * qtts_prefetch_step, ceil(lines / steps) lines each (the last calls may
- * find nothing left). */
+ * ahead of `block` (`bytes` long), in whole lines (part boundaries
+ * rounded down, so the shares of 0..of tile the block's lines exactly),
+ * over `steps` calls of qtts_prefetch_step, ceil(lines / steps) lines
+ * each (the last calls may find nothing left). */
 static inline qtts_prefetcher qtts_prefetch_begin(const void *block, size_t bytes, size_t steps,
                                                   unsigned from, unsigned len, unsigned of,
                                                   bool l1) {
