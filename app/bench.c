@@ -738,6 +738,9 @@ int qtts_cmd_bench(int argc, char **argv) {
     const char *isa = qtts_kernels_isa();
     const int threads = qtts_threads_count();
 
+    /* the cache the kernels' prefetch placement depends on (qtts_mat.resident) */
+    const double llc_mb = (double)qtts_llc_bytes() / (1024.0 * 1024.0);
+    const bool cp_resident = w->cp.n_layers > 0 && w->cp.layers[0].q.resident;
     if (json) {
         printf("{\"model\":");
         json_str(model);
@@ -747,7 +750,9 @@ int qtts_cmd_bench(int argc, char **argv) {
                info.kv_cache);
         printf("\"machine\":{\"cpu\":");
         json_str(cpu);
-        printf(",\"cpus\":%d,\"threads\":%d,\"isa\":\"%s\"},", qtts_cpu_count(), threads, isa);
+        printf(",\"cpus\":%d,\"threads\":%d,\"isa\":\"%s\",\"llc_mb\":%.1f,"
+               "\"cp_resident\":%s},",
+               qtts_cpu_count(), threads, isa, llc_mb, cp_resident ? "true" : "false");
         printf("\"text\":");
         json_str(text);
         printf(",\"words\":%d,\"runs\":%d,\"frames\":%.0f,\"stream_chunk_frames\":%d,"
@@ -783,7 +788,9 @@ int qtts_cmd_bench(int argc, char **argv) {
                "%s backend\n",
                model, kinds[info.kind], info.size, info.quant_talker, info.quant_cp, info.codec,
                info.kv_cache, backend ? backend : "cpu");
-        printf("machine: %s, %d CPUs, %d threads, kernels %s\n", cpu, qtts_cpu_count(), threads, isa);
+        printf("machine: %s, %d CPUs, %d threads, kernels %s, last-level cache %.0f MB (code "
+               "predictor prefetched to %s)\n",
+               cpu, qtts_cpu_count(), threads, isa, llc_mb, cp_resident ? "L1, resident" : "L2");
         if (host)
             printf("probes (medians): talker weights read at %.1f GB/s, code predictor's at %.1f GB/s; "
                    "fp32 FMA %.0f GFLOP/s (%s), int8 dot %.0f GOP/s (%s)\n",

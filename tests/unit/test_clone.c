@@ -519,6 +519,26 @@ static void test_cli(void) {
     snprintf(cmd, sizeof cmd, "%s bench -m %s --voice %s/v.voice -j 1 --runs 1 --frames 4 -q", bin, m, dir);
     rc = run(out, sizeof out, cmd);
     CHECK(rc == 0 && strstr(out, "reference skip"), "bench --voice: %d %s", rc, out);
+    /* bench --json: one JSON object whose machine block names the last-level
+     * cache and whether the code predictor's layers count as resident in it
+     * (a tiny model's fit any cache of known size) */
+    snprintf(cmd, sizeof cmd,
+             "(%s bench -m %s --voice %s/v.voice -j 1 --runs 1 --frames 3 -q --json 2>/dev/null)",
+             bin, m, dir);
+    rc = run(out, sizeof out, cmd);
+    {
+        qtts_err jerr = {0};
+        qtts_json *doc = rc == 0 ? qtts_json_parse(out, strlen(out), NULL, "bench --json", &jerr)
+                                 : NULL;
+        const qtts_json *mach = doc ? qtts_json_get(doc, "machine") : NULL;
+        double llc = -1;
+        bool resident = false;
+        CHECK(mach && qtts_json_get_num(mach, "llc_mb", &llc) &&
+                  qtts_json_get_bool(mach, "cp_resident", &resident) && llc >= 0 &&
+                  resident == (llc > 0),
+              "bench --json machine block: rc %d, %s %s", rc, jerr.msg, out);
+        qtts_json_free(doc);
+    }
     snprintf(cmd, sizeof cmd, "%s voice create -m %s --ref-audio %s -l german -o %s/x.voice", bin, m,
              a, dir);
     rc = run(out, sizeof out, cmd);
