@@ -1200,6 +1200,9 @@ static void test_prefetcher(void) {
                     const size_t dist = (size_t)(all.p - block);
                     CHECK(all.l1 == l1 && dist % bytes == 0 && dist >= want && dist - bytes < want,
                           "bytes=%zu l1=%d: starts %zu bytes ahead", bytes, l1, dist);
+                    /* the second (L1) prefetch of a line trails it to NEAR bytes ahead */
+                    CHECK(all.back == dist - QTTS_PREFETCH_NEAR,
+                          "bytes=%zu l1=%d: L1 prefetch %zu bytes behind", bytes, l1, all.back);
                     /* the shares 0..of-1, one after the other, walk every line
                      * of the block ahead once, in order, each within its steps */
                     size_t next = 0;
