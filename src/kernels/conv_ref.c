@@ -43,32 +43,48 @@ typedef struct {
     int blocks_per_task, n_blocks;
 } pack_job;
 
+#define PACK_AHEAD 4   /* input channels ahead that a transposed conv's packing prefetches */
+
 static void pack_task(void *ctx, int task) {
     const pack_job *j = ctx;
     const int b0 = task * j->blocks_per_task;
     const int b1 = QTTS_MIN(j->n_blocks, b0 + j->blocks_per_task);
     const int cin = j->cin, taps = j->taps;
-    for (int b = b0; b < b1; b++)
-        for (int k = 0; k < taps; k++) {
-            float *d = j->dst + ((size_t)b * taps + k) * cin * MR;
+    const size_t plane = (size_t)cin * MR;   /* floats from one tap to the next in a block */
+    /* Input channel outermost: the MR rows' weights of one channel lie
+     * close together in both source layouts (a row's [cin][taps], or the
+     * transposed [cin][cout][k] slab of one channel), so the source is read
+     * in a few forward streams and each tap's plane is written in order. */
+    for (int b = b0; b < b1; b++) {
+        float *blk = j->dst + (size_t)b * taps * plane;
+        for (int ci = 0; ci < cin; ci++) {
+            if (j->tr_s && ci + PACK_AHEAD < cin)   /* channels are a slab apart: prefetch */
+                for (int r = 0; r < MR && b * MR + r < j->rows; r++) {
+                    const int row = b * MR + r;
+                    const float *src = j->w + (size_t)(ci + PACK_AHEAD) * j->tr_cout * j->tr_k +
+                                       (size_t)(row % j->tr_cout) * j->tr_k + row / j->tr_cout;
+                    __builtin_prefetch(src);
+                    __builtin_prefetch(src + (size_t)(taps - 1) * j->tr_s);
+                }
             for (int r = 0; r < MR; r++) {
+                float *d = blk + (size_t)ci * MR + r;
                 const int row = b * MR + r;
                 if (row >= j->rows) {
-                    for (int ci = 0; ci < cin; ci++) d[(size_t)ci * MR + r] = 0.0f;
-                    continue;
-                }
-                if (j->tr_s) {
+                    for (int k = 0; k < taps; k++) d[k * plane] = 0.0f;
+                } else if (j->tr_s) {
                     const int ph = row / j->tr_cout, co = row % j->tr_cout;
-                    const int q = taps - 1 - k; /* input shift of this tap */
-                    const float *src = j->w + (size_t)co * j->tr_k + ph + (size_t)q * j->tr_s;
-                    const size_t ld = (size_t)j->tr_cout * j->tr_k;
-                    for (int ci = 0; ci < cin; ci++) d[(size_t)ci * MR + r] = src[(size_t)ci * ld];
+                    /* tap k reads input shift q = taps - 1 - k */
+                    const float *src = j->w + (size_t)ci * j->tr_cout * j->tr_k +
+                                       (size_t)co * j->tr_k + ph;
+                    for (int k = 0; k < taps; k++)
+                        d[k * plane] = src[(size_t)(taps - 1 - k) * j->tr_s];
                 } else {
-                    const float *src = j->w + (size_t)row * cin * taps + k;
-                    for (int ci = 0; ci < cin; ci++) d[(size_t)ci * MR + r] = src[(size_t)ci * taps];
+                    const float *src = j->w + ((size_t)row * cin + ci) * taps;
+                    for (int k = 0; k < taps; k++) d[k * plane] = src[k];
                 }
             }
         }
+    }
 }
 
 static bool pack(qtts_conv1d *c, const float *w, const float *bias, int rows, int cin, int taps,

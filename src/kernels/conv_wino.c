@@ -80,32 +80,46 @@ bool qtts_conv_wino_applies(const qtts_conv1d *c, int frame) {
            frame >= 2 * c->dil && frame <= MAX_FRAME;
 }
 
+/* W_i[co][ci] = sum_k G[i][k] w[co][ci][k] in double, rounded once, for
+ * the output channels of one task (c->w is packed [cout/8][k * cin + ci][8]). */
+typedef struct {
+    const qtts_conv1d *c;
+    float *wi;            /* [NPT][cout][cin] */
+    int per;              /* output channels per task */
+} wino_pt_job;
+
+static void wino_pt_task(void *ctx, int task) {
+    const wino_pt_job *j = ctx;
+    const int cout = j->c->cout, cin = j->c->cin, K = TAPS * cin;
+    const size_t per = (size_t)cout * cin;
+    const int co1 = QTTS_MIN(cout, (task + 1) * j->per);
+    for (int co = task * j->per; co < co1; co++) {
+        const float *wg = j->c->w + (size_t)(co / QTTS_CONV_MR) * K * QTTS_CONV_MR +
+                          co % QTTS_CONV_MR;
+        for (int ci = 0; ci < cin; ci++) {
+            double g[TAPS];
+            for (int k = 0; k < TAPS; k++) g[k] = wg[((size_t)k * cin + ci) * QTTS_CONV_MR];
+            for (int i = 0; i < NPT; i++) {
+                double s = 0;
+                for (int k = 0; k < TAPS; k++) s += G_NUM[i][k] * g[k];
+                j->wi[per * i + (size_t)co * cin + ci] = (float)(s / G_DEN[i]);
+            }
+        }
+    }
+}
+
 bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     memset(w, 0, sizeof(*w));
     if (!qtts_conv_wino_applies(c, frame)) return false;
-    const int cout = c->cout, cin = c->cin, d = c->dil, K = TAPS * cin;
+    const int cout = c->cout, cin = c->cin, d = c->dil;
     *w = (qtts_conv_wino){.cout = cout, .cin = cin, .dil = d, .frame = frame};
     const size_t per = (size_t)cout * cin;
     float *wi = qtts_malloc(sizeof(float) * per * NPT);   /* [8][cout][cin] */
     bool ok = wi != NULL;
     if (ok) {
         for (int r = 0; r < d; r++) w->npairs += (class_len(w, r) + 1) / 2;
-        /* W_i[co][ci] = sum_k G[i][k] w[co][ci][k] in double, rounded once;
-         * c->w is packed [cout/8][k * cin + ci][8] */
-        for (int co = 0; co < cout; co++) {
-            const float *wg = c->w + (size_t)(co / QTTS_CONV_MR) * K * QTTS_CONV_MR +
-                              co % QTTS_CONV_MR;
-            for (int ci = 0; ci < cin; ci++) {
-                double g[TAPS];
-                for (int k = 0; k < TAPS; k++)
-                    g[k] = wg[((size_t)k * cin + ci) * QTTS_CONV_MR];
-                for (int i = 0; i < NPT; i++) {
-                    double s = 0;
-                    for (int k = 0; k < TAPS; k++) s += G_NUM[i][k] * g[k];
-                    wi[per * i + (size_t)co * cin + ci] = (float)(s / G_DEN[i]);
-                }
-            }
-        }
+        wino_pt_job j = {.c = c, .wi = wi, .per = QTTS_CONV_MR};
+        qtts_parallel_for((cout + j.per - 1) / j.per, wino_pt_task, &j);
         for (int i = 0; i < NPT && ok; i++)
             ok = qtts_conv1d_init(&w->pt[i], wi + per * i, NULL, cout, cin, 1, 1);
     }
