@@ -144,9 +144,8 @@ static void spans_add_mat(span_list *l, const qtts_mat *m) {
 
 static void spans_add_layers(span_list *l, const qtts_stack_weights *s) {
     for (int i = 0; i < s->n_layers; i++) {
-        const qtts_layer_weights *L = &s->layers[i];
-        const qtts_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
-        for (int k = 0; k < 7; k++) spans_add_mat(l, m[k]);
+        const qtts_mat *m[QTTS_LAYER_MATS] = QTTS_LAYER_MAT_LIST(&s->layers[i]);
+        for (int k = 0; k < QTTS_LAYER_MATS; k++) spans_add_mat(l, m[k]);
     }
 }
 
@@ -360,15 +359,17 @@ static double mat_bytes(const qtts_mat *m) {
     return (double)qtts_mat_row_bytes(m->dtype, m->cols) * m->rows;
 }
 
-static double layers_macs(const qtts_stack_weights *s) {
+/* f summed over the matrices of every layer of s. */
+static double layers_sum(const qtts_stack_weights *s, double (*f)(const qtts_mat *)) {
     double t = 0;
     for (int i = 0; i < s->n_layers; i++) {
-        const qtts_layer_weights *L = &s->layers[i];
-        const qtts_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
-        for (int k = 0; k < 7; k++) t += mat_macs(m[k]);
+        const qtts_mat *m[QTTS_LAYER_MATS] = QTTS_LAYER_MAT_LIST(&s->layers[i]);
+        for (int k = 0; k < QTTS_LAYER_MATS; k++) t += f(m[k]);
     }
     return t;
 }
+
+static double layers_macs(const qtts_stack_weights *s) { return layers_sum(s, mat_macs); }
 
 /* Attention multiply-adds of one row at context ctx (QK and PV). */
 static double attn_macs(const qtts_stack_weights *s, double ctx) {
@@ -391,9 +392,8 @@ static double codec_macs(const qtts_codec_decoder *d) {
     double r = 1, t = 2.0 * d->rvq_dim * d->cb_vec + conv_macs(&d->pre_conv);
     t += mat_macs(&d->in_proj) + mat_macs(&d->out_proj);
     for (int l = 0; l < d->layers; l++) {
-        const qtts_codec_layer *L = &d->tl[l];
-        const qtts_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
-        for (int k = 0; k < 7; k++) t += mat_macs(m[k]);
+        const qtts_mat *m[QTTS_LAYER_MATS] = QTTS_LAYER_MAT_LIST(&d->tl[l]);
+        for (int k = 0; k < QTTS_LAYER_MATS; k++) t += mat_macs(m[k]);
         t += 2.0 * d->heads * d->head_dim * d->window;
     }
     for (int i = 0; i < d->n_ups; i++) {
@@ -422,20 +422,9 @@ static double codec_macs(const qtts_codec_decoder *d) {
 static stage_cost costs(const qtts_talker_weights *w, const qtts_codec_decoder *d, double ctx) {
     stage_cost c = {0};
     const int passes = w->n_groups - 1;
-    double lb = 0;
-    for (int i = 0; i < w->talker.n_layers; i++) {
-        const qtts_layer_weights *L = &w->talker.layers[i];
-        const qtts_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
-        for (int k = 0; k < 7; k++) lb += mat_bytes(m[k]);
-    }
-    c.talker_bytes = lb + mat_bytes(&w->codec_head);
+    c.talker_bytes = layers_sum(&w->talker, mat_bytes) + mat_bytes(&w->codec_head);
     c.talker_macs = layers_macs(&w->talker) + mat_macs(&w->codec_head) + attn_macs(&w->talker, ctx);
-    double cl = 0;
-    for (int i = 0; i < w->cp.n_layers; i++) {
-        const qtts_layer_weights *L = &w->cp.layers[i];
-        const qtts_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
-        for (int k = 0; k < 7; k++) cl += mat_bytes(m[k]);
-    }
+    const double cl = layers_sum(&w->cp, mat_bytes);
     double heads_b = 0, heads_m = 0;
     for (int j = 0; j < passes; j++) {
         heads_b += mat_bytes(&w->cp_head[j]);

@@ -142,8 +142,8 @@ static void release_codec_pages(const qtts_codec_decoder *d) {
     views[nv++] = d->out_proj.data;
     for (int l = 0; l < d->layers && l < 64; l++) {
         const qtts_codec_layer *L = &d->tl[l];
-        const qtts_mat *m[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
-        for (int k = 0; k < 7; k++) views[nv++] = m[k]->data;
+        const qtts_mat *m[QTTS_LAYER_MATS] = QTTS_LAYER_MAT_LIST(L);
+        for (int k = 0; k < QTTS_LAYER_MATS; k++) views[nv++] = m[k]->data;
     }
     if (d->layers > 64) return;   /* not the shipped codec: leave it as it is */
     for (size_t i = 0; i < qtts_st_set_count(d->st); i++) {

@@ -40,6 +40,13 @@ typedef struct {
     bool resident;
 } qtts_mat;
 
+/* The seven matrices of a transformer layer L (a pointer to any struct with
+ * these qtts_mat fields: the talker's and code predictor's layers, the
+ * codec decoder's), in a fixed order, as an array initializer:
+ *     const qtts_mat *m[QTTS_LAYER_MATS] = QTTS_LAYER_MAT_LIST(L); */
+#define QTTS_LAYER_MATS 7
+#define QTTS_LAYER_MAT_LIST(L) {&(L)->q, &(L)->k, &(L)->v, &(L)->o, &(L)->gate, &(L)->up, &(L)->down}
+
 /* Whether matrices totalling `bytes`, all read once per pass of a loop
  * (the code predictor's layers, 15 passes a frame), stay in the last-level
  * cache between passes: at most a third of it (qtts_llc_bytes), so that

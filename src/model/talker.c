@@ -270,29 +270,20 @@ static qtts_status load_stack(const binder *b, const char *prefix, const qtts_st
     return QTTS_OK;
 }
 
-/* The seven matrices of layer L, in a fixed order. */
-#define LAYER_MATRICES 7
-static void layer_matrices(qtts_layer_weights *L, qtts_mat *m[LAYER_MATRICES]) {
-    qtts_mat *const all[LAYER_MATRICES] = {&L->q,    &L->k,  &L->v,   &L->o,
-                                           &L->gate, &L->up, &L->down};
-    memcpy(m, all, sizeof all);
-}
-
 /* The code predictor's layers are read in each of its 15 passes of a
  * frame: marked resident (qtts_mat.resident) when they fit the share of
  * the last-level cache that keeps them there between passes. */
 static void mark_resident(qtts_stack_weights *w) {
-    qtts_mat *m[LAYER_MATRICES];
     uint64_t bytes = 0;
     for (int l = 0; l < w->n_layers; l++) {
-        layer_matrices(&w->layers[l], m);
-        for (int i = 0; i < LAYER_MATRICES; i++)
+        const qtts_mat *m[QTTS_LAYER_MATS] = QTTS_LAYER_MAT_LIST(&w->layers[l]);
+        for (int i = 0; i < QTTS_LAYER_MATS; i++)
             bytes += (uint64_t)m[i]->rows * qtts_mat_stride(m[i]);
     }
     const bool fits = qtts_mat_resident_fits(bytes);
     for (int l = 0; l < w->n_layers; l++) {
-        layer_matrices(&w->layers[l], m);
-        for (int i = 0; i < LAYER_MATRICES; i++) m[i]->resident = fits;
+        qtts_mat *m[QTTS_LAYER_MATS] = QTTS_LAYER_MAT_LIST(&w->layers[l]);
+        for (int i = 0; i < QTTS_LAYER_MATS; i++) m[i]->resident = fits;
     }
 }
 
