@@ -133,9 +133,12 @@ const qtts_isa *qtts_isa_active(void) {
 
 const char *qtts_kernels_isa(void) { return qtts_isa_active()->name; }
 
+bool qtts_mat_resident_fits_llc(uint64_t bytes, uint64_t llc) {
+    return llc > 0 && bytes <= llc / 3 && bytes <= QTTS_RESIDENT_MAX_BYTES;
+}
+
 bool qtts_mat_resident_fits(uint64_t bytes) {
-    const uint64_t llc = qtts_llc_bytes();
-    return llc > 0 && bytes <= llc / 3;
+    return qtts_mat_resident_fits_llc(bytes, qtts_llc_bytes());
 }
 
 /* ==== the row split ====================================================== */

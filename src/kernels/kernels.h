@@ -49,11 +49,21 @@ typedef struct {
 
 /* Whether matrices totalling `bytes`, all read once per pass of a loop
  * (the code predictor's layers, 15 passes a frame), stay in the last-level
- * cache between passes: at most a third of it (qtts_llc_bytes), so that
- * the other reads of the step (the talker's weights) leave them there.
- * Measured on a 260 MB L3: 45 and 80 MB gained from L1 prefetches, 160 MB
- * lost. False when the cache size is unknown. */
+ * cache between passes, so that L1 prefetches pay: at most a third of it
+ * (qtts_llc_bytes), so that the other reads of the step (the talker's
+ * weights) leave them there, and at most QTTS_RESIDENT_MAX_BYTES. What was
+ * measured (code predictor time, L1 against L2 prefetches):
+ *  - 260 MB L3: 45 MB (0.6B int4) and 80 MB (int8) gained 6-7% and 4%,
+ *    160 MB (bf16) lost 2%.
+ *  - 480 MB L3 (as sysfs reports it; the probe read 150 MB at barely
+ *    more than DRAM speed, so a guest sees less of it): 45 MB about even
+ *    (0-2% lost), 80 MB lost 5%, 150 MB lost 30%.
+ * A share of the reported size alone took the 150 MB there; the cap keeps
+ * what gained on both hosts. False when the cache size is unknown. */
+#define QTTS_RESIDENT_MAX_BYTES (64ull << 20)
 bool qtts_mat_resident_fits(uint64_t bytes);
+/* The same rule for a last-level cache of llc bytes (0: unknown). */
+bool qtts_mat_resident_fits_llc(uint64_t bytes, uint64_t llc);
 
 /* View a tensor as a matrix: rank-2 [rows, cols], or rank-3 [rows, cols, 1]
  * (1x1 convs). Asserts on programmer error; shapes are checked at load. */

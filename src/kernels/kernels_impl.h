@@ -135,8 +135,9 @@ void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float 
  *    Intel host, 0.6B's code predictor took 5-7% less time with L1
  *    prefetches at int4 (45 MB per pass) and ~4% less at int8 (80 MB);
  *    at bf16 (160 MB, too much to stay there) 2% more, and the talker
- *    (DRAM) 2-8% more. Closer lines suit the L3's latency:
- *    QTTS_PREFETCH_AHEAD_L1.
+ *    (DRAM) 2-8% more. On a host whose L3 sysfs gives as 480 MB, 80 and
+ *    150 MB lost 5% and 30%, hence the size cap of qtts_mat_resident_fits.
+ *    Closer lines suit the L3's latency: QTTS_PREFETCH_AHEAD_L1.
  *  - Each line prefetched to L2 is prefetched again, to L1, when the
  *    tile's reads are QTTS_PREFETCH_NEAR bytes from it (`back`): the L2
  *    hit it then waits for is short, so the L1 miss buffer is soon free

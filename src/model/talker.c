@@ -271,8 +271,8 @@ static qtts_status load_stack(const binder *b, const char *prefix, const qtts_st
 }
 
 /* The code predictor's layers are read in each of its 15 passes of a
- * frame: marked resident (qtts_mat.resident) when they fit the share of
- * the last-level cache that keeps them there between passes. */
+ * frame: marked resident (qtts_mat.resident) when they are small enough to
+ * stay in the last-level cache between passes (qtts_mat_resident_fits). */
 static void mark_resident(qtts_stack_weights *w) {
     uint64_t bytes = 0;
     for (int l = 0; l < w->n_layers; l++) {

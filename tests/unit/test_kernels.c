@@ -1150,6 +1150,29 @@ static bool walk_prefetcher(qtts_prefetcher f, size_t steps, const char *ahead, 
  * block boundary; a prefetcher that
  * stopped short or overlapped would leave lines to demand misses or fetch
  * them twice, with the same results and a silent loss of speed. */
+/* Which code-predictor sizes get L1 prefetches (qtts_mat_resident_fits):
+ * a third of the last-level cache, capped at QTTS_RESIDENT_MAX_BYTES. */
+static void test_resident_rule(void) {
+    const uint64_t MB = 1ull << 20;
+    const struct { uint64_t bytes, llc; bool fits; } cs[] = {
+        {45 * MB, 260 * MB, true},    /* 0.6B int4 on the 260 MB L3: gained 6-7% */
+        {45 * MB, 480 * MB, true},
+        {80 * MB, 260 * MB, false},   /* over the cap */
+        {150 * MB, 480 * MB, false},  /* a third of 480 MB, but lost 30% */
+        {64 * MB, 192 * MB, true},    /* both bounds, inclusive */
+        {64 * MB + 1, 480 * MB, false},
+        {11 * MB, 32 * MB, false},    /* over a third of a desktop L3 */
+        {10 * MB, 32 * MB, true},
+        {1, 0, false},                /* size unknown */
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        CHECK(qtts_mat_resident_fits_llc(cs[i].bytes, cs[i].llc) == cs[i].fits,
+              "case %zu: %llu bytes, %llu-byte cache", i, (unsigned long long)cs[i].bytes,
+              (unsigned long long)cs[i].llc);
+    CHECK(qtts_mat_resident_fits(1 * MB) == qtts_mat_resident_fits_llc(1 * MB, qtts_llc_bytes()),
+          "qtts_mat_resident_fits uses this machine's cache size");
+}
+
 static void test_prefetcher(void) {
     const size_t sizes[] = {64, 100, 1088, 2304, 4352, 8192, 16384, 20000};
     const size_t steps[] = {1, 2, 7, 16, 64, 1000};
@@ -1241,5 +1264,6 @@ int main(void) {
     TEST_RUN(test_error_report);
     TEST_RUN(test_stream_read);
     TEST_RUN(test_prefetcher);
+    TEST_RUN(test_resident_rule);
     TEST_END();
 }
