@@ -588,7 +588,7 @@ static void cached_bytes(const char *dir, uint64_t *cached, uint64_t *total) {
         if (n < 12 || strcmp(e->d_name + n - 12, ".safetensors")) continue;
         char path[4096];
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
-        const int fd = open(path, O_RDONLY | O_CLOEXEC);
+        const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block */
         struct stat st;
         if (fd < 0) continue;
         if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0 || page <= 0) {
