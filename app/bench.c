@@ -47,14 +47,14 @@
  * so with another backend (cuda) they are skipped and the floors are left
  * out ("-" in the table, null in JSON).
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -577,8 +577,8 @@ static void cpu_name(char *out, size_t cap) {
 
 /* Bytes of the *.safetensors files in dir that the page cache holds
  * (mincore over a read-only mapping, which reads nothing), added to
- * *cached and *total. A file that cannot be mapped counts as not cached. */
-static void cached_bytes(const char *dir, uint64_t *cached, uint64_t *total) {
+ * *cached. A file that cannot be mapped counts as not cached. */
+static void cached_bytes(const char *dir, uint64_t *cached) {
     DIR *d = opendir(dir);
     if (!d) return;
     const long page = sysconf(_SC_PAGESIZE);
@@ -596,7 +596,6 @@ static void cached_bytes(const char *dir, uint64_t *cached, uint64_t *total) {
             continue;
         }
         const size_t len = (size_t)st.st_size, pages = (len + (size_t)page - 1) / (size_t)page;
-        *total += len;
         void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
         unsigned char *vec = m == MAP_FAILED ? NULL : malloc(pages);
         if (vec && !mincore(m, len, vec)) {
@@ -616,11 +615,11 @@ static void cached_bytes(const char *dir, uint64_t *cached, uint64_t *total) {
  * the difference is about what the open read from disk: an open with a
  * cold cache takes seconds, most of them the disk's. */
 static uint64_t model_cached_bytes(const char *model) {
-    uint64_t cached = 0, total = 0;
+    uint64_t cached = 0;
     char sub[4096];
-    cached_bytes(model, &cached, &total);
+    cached_bytes(model, &cached);
     if (snprintf(sub, sizeof sub, "%s/speech_tokenizer", model) < (int)sizeof sub)
-        cached_bytes(sub, &cached, &total);
+        cached_bytes(sub, &cached);
     return cached;
 }
 
