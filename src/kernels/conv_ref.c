@@ -45,6 +45,14 @@ typedef struct {
 
 #define PACK_AHEAD 4   /* input channels ahead that a transposed conv's packing prefetches */
 
+/* A transposed conv's weights of input channel ci for polyphase row `row`
+ * (phase row / cout, channel row % cout), at the input shift 0: the shift
+ * q is q * tr_s further. */
+static const float *tr_src(const pack_job *j, int ci, int row) {
+    return j->w + (size_t)ci * j->tr_cout * j->tr_k + (size_t)(row % j->tr_cout) * j->tr_k +
+           row / j->tr_cout;
+}
+
 static void pack_task(void *ctx, int task) {
     const pack_job *j = ctx;
     const int b0 = task * j->blocks_per_task;
@@ -60,9 +68,7 @@ static void pack_task(void *ctx, int task) {
         for (int ci = 0; ci < cin; ci++) {
             if (j->tr_s && ci + PACK_AHEAD < cin)   /* channels are a slab apart: prefetch */
                 for (int r = 0; r < MR && b * MR + r < j->rows; r++) {
-                    const int row = b * MR + r;
-                    const float *src = j->w + (size_t)(ci + PACK_AHEAD) * j->tr_cout * j->tr_k +
-                                       (size_t)(row % j->tr_cout) * j->tr_k + row / j->tr_cout;
+                    const float *src = tr_src(j, ci + PACK_AHEAD, b * MR + r);
                     __builtin_prefetch(src);
                     __builtin_prefetch(src + (size_t)(taps - 1) * j->tr_s);
                 }
@@ -72,10 +78,8 @@ static void pack_task(void *ctx, int task) {
                 if (row >= j->rows) {
                     for (int k = 0; k < taps; k++) d[k * plane] = 0.0f;
                 } else if (j->tr_s) {
-                    const int ph = row / j->tr_cout, co = row % j->tr_cout;
                     /* tap k reads input shift q = taps - 1 - k */
-                    const float *src = j->w + (size_t)ci * j->tr_cout * j->tr_k +
-                                       (size_t)co * j->tr_k + ph;
+                    const float *src = tr_src(j, ci, row);
                     for (int k = 0; k < taps; k++)
                         d[k * plane] = src[(size_t)(taps - 1 - k) * j->tr_s];
                 } else {

@@ -81,19 +81,19 @@ bool qtts_conv_wino_applies(const qtts_conv1d *c, int frame) {
 }
 
 /* W_i[co][ci] = sum_k G[i][k] w[co][ci][k] in double, rounded once, for
- * the output channels of one task (c->w is packed [cout/8][k * cin + ci][8]). */
+ * the QTTS_CONV_MR output channels of one task, one packed block of c->w
+ * ([cout/8][k * cin + ci][8]). */
 typedef struct {
     const qtts_conv1d *c;
     float *wi;            /* [NPT][cout][cin] */
-    int per;              /* output channels per task */
 } wino_pt_job;
 
 static void wino_pt_task(void *ctx, int task) {
     const wino_pt_job *j = ctx;
     const int cout = j->c->cout, cin = j->c->cin, K = TAPS * cin;
     const size_t per = (size_t)cout * cin;
-    const int co1 = QTTS_MIN(cout, (task + 1) * j->per);
-    for (int co = task * j->per; co < co1; co++) {
+    const int co1 = QTTS_MIN(cout, (task + 1) * QTTS_CONV_MR);
+    for (int co = task * QTTS_CONV_MR; co < co1; co++) {
         const float *wg = j->c->w + (size_t)(co / QTTS_CONV_MR) * K * QTTS_CONV_MR +
                           co % QTTS_CONV_MR;
         for (int ci = 0; ci < cin; ci++) {
@@ -118,8 +118,8 @@ bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     bool ok = wi != NULL;
     if (ok) {
         for (int r = 0; r < d; r++) w->npairs += (class_len(w, r) + 1) / 2;
-        wino_pt_job j = {.c = c, .wi = wi, .per = QTTS_CONV_MR};
-        qtts_parallel_for((cout + j.per - 1) / j.per, wino_pt_task, &j);
+        wino_pt_job j = {.c = c, .wi = wi};
+        qtts_parallel_for((cout + QTTS_CONV_MR - 1) / QTTS_CONV_MR, wino_pt_task, &j);
         for (int i = 0; i < NPT && ok; i++)
             ok = qtts_conv1d_init(&w->pt[i], wi + per * i, NULL, cout, cin, 1, 1);
     }

@@ -1143,13 +1143,6 @@ static bool walk_prefetcher(qtts_prefetcher f, size_t steps, const char *ahead, 
     return in_order && f.p == f.end;
 }
 
-/* The x86 tiles' weight prefetch (qtts_prefetch_begin/tile/step): the
- * tiles of a block, each over its `steps` calls, must together reach every
- * line of the block ahead, once and in order, starting at least
- * QTTS_PREFETCH_AHEAD (to L1: QTTS_PREFETCH_AHEAD_L1) bytes ahead at a
- * block boundary; a prefetcher that
- * stopped short or overlapped would leave lines to demand misses or fetch
- * them twice, with the same results and a silent loss of speed. */
 /* Which code-predictor sizes get L1 prefetches (qtts_mat_resident_fits):
  * a third of the last-level cache, capped at QTTS_RESIDENT_MAX_BYTES. */
 static void test_resident_rule(void) {
@@ -1173,6 +1166,13 @@ static void test_resident_rule(void) {
           "qtts_mat_resident_fits uses this machine's cache size");
 }
 
+/* The x86 tiles' weight prefetch (qtts_prefetch_begin/tile/step): the
+ * tiles of a block, each over its `steps` calls, must together reach every
+ * line of the block ahead, once and in order, starting at least
+ * QTTS_PREFETCH_AHEAD (to L1: QTTS_PREFETCH_AHEAD_L1) bytes ahead at a
+ * block boundary; a prefetcher that
+ * stopped short or overlapped would leave lines to demand misses or fetch
+ * them twice, with the same results and a silent loss of speed. */
 static void test_prefetcher(void) {
     const size_t sizes[] = {64, 100, 1088, 2304, 4352, 8192, 16384, 20000};
     const size_t steps[] = {1, 2, 7, 16, 64, 1000};
