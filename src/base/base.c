@@ -85,16 +85,6 @@ void *qtts_aligned_alloc(size_t n) {
     if (posix_memalign(&p, 64, n ? n : 64) != 0) return NULL;
     return p;
 }
-void *qtts_aligned_alloc_sparse(size_t n) {
-    void *p = NULL;
-    if (injected()) return NULL;
-    if (posix_memalign(&p, 64, n ? n : 64) != 0) return NULL;
-    /* Where THP is "always", opt out (whole pages inside the block only). */
-    const uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095,
-                    b = ((uintptr_t)p + (n ? n : 64)) & ~(uintptr_t)4095;
-    if (n >= QTTS_HUGE_MIN && b > a) (void)madvise((void *)a, b - a, MADV_NOHUGEPAGE);
-    return p;
-}
 void qtts_free(void *p) { free(p); }
 char *qtts_strdup(const char *s) {
     size_t n = strlen(s) + 1;

@@ -38,17 +38,15 @@ _Noreturn void qtts_assert_fail(const char *expr, const char *file, int line);
 
 /* Allocation: NULL on failure (callers turn it into QTTS_ERR_NOMEM). The
  * aligned variants return 64-byte aligned memory released with qtts_free:
- * qtts_aligned_alloc for memory that is filled whole (weights, scratch;
- * large blocks get transparent huge pages), qtts_aligned_alloc_sparse for
- * memory a request fills a little at a time and mostly never (KV caches
- * sized for the longest request), which must stay on small pages: a huge
- * page would be zeroed, and count as resident, for the first few bytes
- * written into each 2 MiB. */
+ * qtts_aligned_alloc for memory that is filled whole, or front to back
+ * (weights, scratch, the talker's KV cache in chunks of positions); large
+ * blocks get transparent huge pages, so memory written a little here and
+ * there (a few bytes in each 2 MiB) does not belong in one: each huge page
+ * would be zeroed, and count as resident, for its first write. */
 void *qtts_malloc(size_t n);
 void *qtts_calloc(size_t count, size_t size);
 void *qtts_realloc(void *p, size_t n);
 void *qtts_aligned_alloc(size_t n);
-void *qtts_aligned_alloc_sparse(size_t n);
 void qtts_free(void *p);
 char *qtts_strdup(const char *s);
 

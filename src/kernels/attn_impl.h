@@ -13,7 +13,9 @@
  *     scale;
  *   - out[i] = sum_j p[j] * v_j[i] for j = 0, 1, ... from +0, a multiply
  *     then an add per term: each element is its own chain, so computing
- *     16 of them per instruction changes nothing.
+ *     16 of them per instruction changes nothing. With `acc` the chains
+ *     start from out's values instead of +0, so a context cut into pieces
+ *     (the talker's chunked cache) gives the bits of one call over all.
  * The compiler may not fuse the multiplies and adds: the build passes
  * -ffp-contract=off.
  *
@@ -199,9 +201,21 @@ static void attn_scores_bf16_v(float *scores, size_t lds, const float *q, int nh
 #endif
 
 ATTN_INLINE void attn_out64(float *o, const float *p, size_t ldp, const int nh, const void *v,
-                            size_t ldv, int ctx, int d, bool pf, const bool bf16) {
+                            size_t ldv, int ctx, int d, bool pf, bool acc, const bool bf16) {
     const int dist = ATTN_PF_ROWS(bf16);
     qtts_v16f o0 = {0}, o1 = {0}, o2 = {0}, o3 = {0}, u0 = {0}, u1 = {0}, u2 = {0}, u3 = {0};
+    if (acc) {
+        memcpy(&o0, o, sizeof o0);
+        memcpy(&o1, o + 16, sizeof o1);
+        memcpy(&o2, o + 32, sizeof o2);
+        memcpy(&o3, o + 48, sizeof o3);
+        if (nh == 2) {
+            memcpy(&u0, o + d, sizeof u0);
+            memcpy(&u1, o + d + 16, sizeof u1);
+            memcpy(&u2, o + d + 32, sizeof u2);
+            memcpy(&u3, o + d + 48, sizeof u3);
+        }
+    }
     for (int j = 0; j < ctx; j++) {
         const void *vj = attn_at(v, (size_t)j * ldv, bf16);
         if (pf && j + dist < ctx) attn_prefetch_row(attn_at(vj, (size_t)dist * ldv, bf16), d, bf16);
@@ -236,7 +250,7 @@ ATTN_INLINE void attn_out64(float *o, const float *p, size_t ldp, const int nh, 
 }
 
 ATTN_INLINE void attn_out_t(float *out, const float *p, size_t ldp, int nh, const void *v,
-                            size_t ldv, int ctx, int d, const bool bf16) {
+                            size_t ldv, int ctx, int d, bool acc, const bool bf16) {
     for (int h = 0; h < nh;) {
         const int two = ATTN_OUT_PAIR && h + 2 <= nh;
         const float *ph = p + h * ldp;
@@ -246,12 +260,12 @@ ATTN_INLINE void attn_out_t(float *out, const float *p, size_t ldp, int nh, cons
             /* the first pass over the rows prefetches whole rows ahead */
             const bool pf = h == 0 && i == 0;
             const void *vi = attn_at(v, (size_t)i, bf16);
-            if (two) attn_out64(oh + i, ph, ldp, 2, vi, ldv, ctx, d, pf, bf16);
-            else attn_out64(oh + i, ph, ldp, 1, vi, ldv, ctx, d, pf, bf16);
+            if (two) attn_out64(oh + i, ph, ldp, 2, vi, ldv, ctx, d, pf, acc, bf16);
+            else attn_out64(oh + i, ph, ldp, 1, vi, ldv, ctx, d, pf, acc, bf16);
         }
         for (int hh = 0; hh < 1 + two; hh++)
             for (int ii = i; ii < d; ii++) {
-                float o = 0.0f;
+                float o = acc ? oh[(size_t)hh * d + ii] : 0.0f;
                 for (int j = 0; j < ctx; j++)
                     o += ph[hh * ldp + j] * attn_get(v, (size_t)j * ldv + ii, bf16);
                 oh[(size_t)hh * d + ii] = o;
@@ -261,13 +275,13 @@ ATTN_INLINE void attn_out_t(float *out, const float *p, size_t ldp, int nh, cons
 }
 
 static void attn_out_v(float *out, const float *p, size_t ldp, int nh, const float *v,
-                       size_t ldv, int ctx, int d) {
-    attn_out_t(out, p, ldp, nh, v, ldv, ctx, d, false);
+                       size_t ldv, int ctx, int d, bool acc) {
+    attn_out_t(out, p, ldp, nh, v, ldv, ctx, d, acc, false);
 }
 
 static void attn_out_bf16_v(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
-                            size_t ldv, int ctx, int d) {
-    attn_out_t(out, p, ldp, nh, v, ldv, ctx, d, true);
+                            size_t ldv, int ctx, int d, bool acc) {
+    attn_out_t(out, p, ldp, nh, v, ldv, ctx, d, acc, true);
 }
 
 #endif

@@ -504,8 +504,8 @@ void qtts_attn_scores(float *scores, size_t lds, const float *q, int nh, const f
 }
 
 void qtts_attn_out(float *out, const float *p, size_t ldp, int nh, const float *v, size_t ldv,
-                   int ctx, int d) {
-    qtts_isa_active()->attn_out(out, p, ldp, nh, v, ldv, ctx, d);
+                   int ctx, int d, bool acc) {
+    qtts_isa_active()->attn_out(out, p, ldp, nh, v, ldv, ctx, d, acc);
 }
 
 void qtts_attn_scores_bf16(float *scores, size_t lds, const float *q, int nh, const uint16_t *k,
@@ -514,8 +514,8 @@ void qtts_attn_scores_bf16(float *scores, size_t lds, const float *q, int nh, co
 }
 
 void qtts_attn_out_bf16(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
-                        size_t ldv, int ctx, int d) {
-    qtts_isa_active()->attn_out_bf16(out, p, ldp, nh, v, ldv, ctx, d);
+                        size_t ldv, int ctx, int d, bool acc) {
+    qtts_isa_active()->attn_out_bf16(out, p, ldp, nh, v, ldv, ctx, d, acc);
 }
 
 void qtts_f32_to_bf16_row(uint16_t *dst, const float *src, size_t n) {

@@ -203,11 +203,13 @@ float qtts_dot_f32(const float *a, const float *b, int n);
  * scores + h*lds, its probabilities p + h*ldp, its output out + h*d:
  * scores[h*lds + j] = qtts_dot_f32(q + h*d, k + j*ldk, d) * scale for
  * j < ctx, and out[h*d + i] = sum_{j < ctx} p[h*ldp + j] * v[j*ldv + i]
- * (i < d), increasing j, a multiply then an add per term, from 0. */
+ * (i < d), increasing j, a multiply then an add per term, from 0; with
+ * acc, from out's values instead, so that calls over consecutive pieces of
+ * a context (each piece's p and v) give the bits of one call over all. */
 void qtts_attn_scores(float *scores, size_t lds, const float *q, int nh, const float *k,
                       size_t ldk, int ctx, int d, float scale);
 void qtts_attn_out(float *out, const float *p, size_t ldp, int nh, const float *v, size_t ldv,
-                   int ctx, int d);
+                   int ctx, int d, bool acc);
 
 /* The same over a bf16 K/V cache (the talker's, when the engine asks for
  * one: half the bytes that every decode step reads). Each value is
@@ -217,7 +219,7 @@ void qtts_attn_out(float *out, const float *p, size_t ldp, int nh, const float *
 void qtts_attn_scores_bf16(float *scores, size_t lds, const float *q, int nh, const uint16_t *k,
                            size_t ldk, int ctx, int d, float scale);
 void qtts_attn_out_bf16(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
-                        size_t ldv, int ctx, int d);
+                        size_t ldv, int ctx, int d, bool acc);
 void qtts_f32_to_bf16_row(uint16_t *dst, const float *src, size_t n);
 void qtts_bf16_to_f32_row(float *dst, const uint16_t *src, size_t n);   /* exact */
 

@@ -217,12 +217,12 @@ typedef struct {
     void (*attn_scores)(float *scores, size_t lds, const float *q, int nh, const float *k,
                         size_t ldk, int ctx, int d, float scale);
     void (*attn_out)(float *out, const float *p, size_t ldp, int nh, const float *v, size_t ldv,
-                     int ctx, int d);
+                     int ctx, int d, bool acc);
     /* the same over a bf16 cache (qtts_attn_scores_bf16 / qtts_attn_out_bf16) */
     void (*attn_scores_bf16)(float *scores, size_t lds, const float *q, int nh,
                              const uint16_t *k, size_t ldk, int ctx, int d, float scale);
     void (*attn_out_bf16)(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
-                          size_t ldv, int ctx, int d);
+                          size_t ldv, int ctx, int d, bool acc);
 } qtts_isa;
 
 extern const qtts_isa qtts_isa_ref;

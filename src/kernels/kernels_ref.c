@@ -143,10 +143,11 @@ static void attn_scores_ref(float *scores, size_t lds, const float *q, int nh, c
 }
 
 static void attn_out_ref(float *out, const float *p, size_t ldp, int nh, const float *v,
-                         size_t ldv, int ctx, int d) {
+                         size_t ldv, int ctx, int d, bool acc) {
     for (int h = 0; h < nh; h++) {
         float *o = out + (size_t)h * d;
-        for (int i = 0; i < d; i++) o[i] = 0.0f;
+        if (!acc)
+            for (int i = 0; i < d; i++) o[i] = 0.0f;
         for (int j = 0; j < ctx; j++)
             for (int i = 0; i < d; i++) o[i] += p[h * ldp + j] * v[(size_t)j * ldv + i];
     }
@@ -160,10 +161,11 @@ static void attn_scores_bf16_ref(float *scores, size_t lds, const float *q, int 
 }
 
 static void attn_out_bf16_ref(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
-                              size_t ldv, int ctx, int d) {
+                              size_t ldv, int ctx, int d, bool acc) {
     for (int h = 0; h < nh; h++) {
         float *o = out + (size_t)h * d;
-        for (int i = 0; i < d; i++) o[i] = 0.0f;
+        if (!acc)
+            for (int i = 0; i < d; i++) o[i] = 0.0f;
         for (int j = 0; j < ctx; j++)
             for (int i = 0; i < d; i++)
                 o[i] += p[h * ldp + j] * qtts_bf16_to_f32(v[(size_t)j * ldv + i]);

@@ -739,7 +739,7 @@ static void attn_head(void *ctx, int hh) {
         const float *vb = a->v + (size_t)(lo - a->base) * kvd + kh * D;
         qtts_attn_scores(sc, 0, qi, 1, kb, (size_t)kvd, nk, D, a->scale);
         qtts_softmax(sc, nk);
-        qtts_attn_out(a->att + (size_t)i * qd + hh * D, sc, 0, 1, vb, (size_t)kvd, nk, D);
+        qtts_attn_out(a->att + (size_t)i * qd + hh * D, sc, 0, 1, vb, (size_t)kvd, nk, D, false);
     }
 }
 

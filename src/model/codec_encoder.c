@@ -538,7 +538,7 @@ static void enc_attn_head(void *ctx, int hh) {
         qtts_attn_scores(sc, 0, qi, 1, a->k + kh * D, (size_t)kvd, i + 1, D, a->scale);
         qtts_softmax(sc, i + 1);
         qtts_attn_out(a->att + (size_t)i * qd + hh * D, sc, 0, 1, a->v + kh * D, (size_t)kvd,
-                      i + 1, D);
+                      i + 1, D, false);
     }
 }
 

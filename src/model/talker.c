@@ -18,8 +18,12 @@
  *     x += att[n,qd]·Woᵀ ; x += down(silu(gate(h2)) * up(h2)), gate/up and
  *     the SwiGLU one split over the pool (qtts_matmul_swiglu)
  *
- * KV cache layout, per stack: [layer][kv head][position][hd], so one head's
- * keys for consecutive positions are contiguous. The talker prefill runs in
+ * KV cache layout, per stack: [chunk][layer][kv head][position in chunk][hd]
+ * (row_ctx.chunk positions a chunk), so one head's keys for the positions
+ * of a chunk are contiguous, and a request touches its cache densely, chunk
+ * by chunk, whatever its capacity. The talker's chunks are QTTS_KV_CHUNK
+ * positions, and its cache is on huge pages where the kernel gives them;
+ * the code predictor's cache is one chunk of its G positions. The talker prefill runs in
  * chunks of QTTS_TALKER_ROWS rows. A row's result depends neither on the
  * chunking nor on which other rows (of this or other requests) share the
  * call, because matmul rows and everything per row are row-independent:
@@ -38,11 +42,25 @@
  * once, so a typical prompt (a 12-word sentence is ~25 rows) is one chunk. */
 #define QTTS_TALKER_ROWS 32
 
+/* Positions per chunk of the talker's KV cache (a cache of fewer positions
+ * is one chunk). Why chunks: in one [layer][kv head][capacity][hd] block, a
+ * request writes a few positions into each of 2 x 224 regions of ~2 MB
+ * (0.6B, 8192 positions), which only small pages suit (a huge page per
+ * region is 900 MB zeroed), and then every 4 KB of K/V the attention reads
+ * misses the TLB: on the Intel host the talker's attention took 1.04-1.09 ms
+ * a step at 23-123 positions that way, against 0.82-0.86 ms on huge pages
+ * (0.6B int4, bf16 cache). A chunk of 128 positions is 7.3 MB of bf16 keys
+ * (0.6B and 1.7B), so a request's first chunk touches about what small
+ * pages held at 123 positions, and contexts up to 128 positions (10 s of
+ * audio) read each head in one piece. */
+#define QTTS_KV_CHUNK 128
+
 /* Where one row of a stack_rows call lives. */
 typedef struct {
-    void *k, *v;             /* its request's cache of this stack [layers][nkv][cap][hd] */
+    void *k, *v;             /* its request's cache of this stack (layout above) */
     bool bf16;               /* that cache holds bf16 values (else fp32) */
-    int cap;                 /* positions per (layer, kv head) in that cache */
+    int cap;                 /* positions in that cache */
+    int chunk;               /* positions per chunk of that cache */
     int pos;                 /* K/V go to this position; attention covers [0, pos] */
     const float *cos, *sin;  /* RoPE tables [> pos][hd/2] */
     float *scores;           /* [nkv][grp][cap] attention scratch of its request: a slice per KV
@@ -71,8 +89,9 @@ typedef struct {
 
 struct qtts_talker_state {
     int max_pos;        /* talker KV capacity (positions) */
+    int kv_chunk;       /* positions per chunk of that cache (the layout above) */
     int pos;            /* talker positions filled */
-    void *k, *v;        /* [Lt][nkv][max_pos][hd], fp32 or bf16 (kv_bf16) */
+    void *k, *v;        /* [max_pos/kv_chunk][Lt][nkv][kv_chunk][hd], fp32 or bf16 (kv_bf16) */
     bool kv_bf16;
     float *cos, *sin;   /* [max_pos][hd/2] talker RoPE */
     float *cp_k, *cp_v; /* [Lc][nkv][G][hd] */
@@ -452,12 +471,14 @@ static float *alloc_f(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
     return n ? qtts_aligned_alloc(n) : NULL;
 }
 
-/* The talker's KV cache: sized for max_pos positions, of which a request
- * writes a few per (layer, kv head) region at a time (base.h: sparse).
- * bf16: half the bytes of fp32 (a count of floats rounded up). */
-static void *alloc_kv(uint64_t a, uint64_t b, uint64_t c, uint64_t d, bool bf16) {
-    const size_t n = floats_bytes(a, b, c, bf16 ? (d + 1) / 2 : d);
-    return n ? qtts_aligned_alloc_sparse(n) : NULL;
+/* The talker's KV cache: max_pos positions in whole chunks of `chunk`
+ * [layers a][kv heads b][chunk][hd d], written chunk by chunk (huge pages
+ * where the kernel gives them: base.h). bf16: half the bytes of fp32 (a
+ * count of floats rounded up). */
+static void *alloc_kv(uint64_t a, uint64_t b, int max_pos, int chunk, uint64_t d, bool bf16) {
+    const uint64_t chunks = ((uint64_t)max_pos + (uint64_t)chunk - 1) / (uint64_t)chunk;
+    const size_t n = floats_bytes(chunks * a, b, (uint64_t)chunk, bf16 ? (d + 1) / 2 : d);
+    return n ? qtts_aligned_alloc(n) : NULL;
 }
 
 static void rows_free(row_scratch *s) {
@@ -525,9 +546,16 @@ void qtts_talker_state_free(qtts_talker_state *st) {
 
 qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
                                   qtts_talker_state **out, qtts_err *err) {
+    return qtts_talker_state_new_chunked(w, max_pos, QTTS_KV_CHUNK, out, err);
+}
+
+qtts_status qtts_talker_state_new_chunked(const qtts_talker_weights *w, int max_pos, int chunk,
+                                          qtts_talker_state **out, qtts_err *err) {
     *out = NULL;
     if (max_pos < 1)
         return qtts_fail(err, QTTS_ERR_INVALID, "talker: max positions %d < 1", max_pos);
+    if (chunk < 1)
+        return qtts_fail(err, QTTS_ERR_INVALID, "talker: KV chunk of %d positions < 1", chunk);
     qtts_talker_state *st = qtts_calloc(1, sizeof(*st));
     if (!st) return qtts_fail(err, QTTS_ERR_NOMEM, "talker: out of memory");
     const qtts_stack_weights *t = &w->talker, *c = &w->cp;
@@ -535,8 +563,9 @@ qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
     const int V = QTTS_MAX(w->vocab, w->cp_vocab);
     st->max_pos = max_pos;
     st->kv_bf16 = w->kv == QTTS_KV_BF16;
-    st->k = alloc_kv(t->n_layers, t->n_kv, max_pos, t->head_dim, st->kv_bf16);
-    st->v = alloc_kv(t->n_layers, t->n_kv, max_pos, t->head_dim, st->kv_bf16);
+    st->kv_chunk = chunk = QTTS_MIN(max_pos, chunk);
+    st->k = alloc_kv(t->n_layers, t->n_kv, max_pos, chunk, t->head_dim, st->kv_bf16);
+    st->v = alloc_kv(t->n_layers, t->n_kv, max_pos, chunk, t->head_dim, st->kv_bf16);
     st->cos = alloc_f(max_pos, t->head_dim / 2, 1, 1);
     st->sin = alloc_f(max_pos, t->head_dim / 2, 1, 1);
     st->cp_k = alloc_f(c->n_layers, c->n_kv, G, c->head_dim);
@@ -573,8 +602,17 @@ static void norm_rope_heads(float *x, int nh, const float *nw, int hd, float eps
 }
 
 /* Element offset i of a KV cache of either format. */
-static void *kv_at(void *p, size_t i, bool bf16) {
-    return bf16 ? (void *)((uint16_t *)p + i) : (void *)((float *)p + i);
+static void *kv_at(const void *p, size_t i, bool bf16) {
+    return bf16 ? (void *)((const uint16_t *)p + i) : (void *)((const float *)p + i);
+}
+
+/* Element offset of position p of KV head g of `layer` in row c's cache of
+ * stack w (the layout at the top of this file). */
+static size_t kv_off(const qtts_stack_weights *w, const row_ctx *c, int layer, int g, int p) {
+    const size_t ch = (size_t)c->chunk, regions = (size_t)w->n_layers * (size_t)w->n_kv;
+    return (((size_t)p / ch * regions + (size_t)layer * (size_t)w->n_kv + (size_t)g) * ch +
+            (size_t)p % ch) *
+           (size_t)w->head_dim;
 }
 
 /* One row x[hd] into a KV cache at element offset i. */
@@ -583,17 +621,32 @@ static void kv_store(void *cache, size_t i, const float *x, int hd, bool bf16) {
     else memcpy((float *)cache + i, x, sizeof(float) * (size_t)hd);
 }
 
-/* Causal attention of nh query heads q[nh*hd] that share one KV head,
- * kc/vc [cap][hd] (fp32 or bf16), over positions [0, ctx) -> out[nh*hd];
- * scores[nh*ctx] scratch. */
+/* Causal attention of nh query heads q[nh*hd] that share one KV head over
+ * positions [0, ctx) -> out[nh*hd]; scores[nh*ctx] scratch. The head's K/V
+ * rows (fp32 or bf16) come in chunks of `chunk` contiguous [hd] rows, chunk
+ * i at kc/vc + i * chunk_stride elements; each chunk is one kernel call,
+ * the output's sums continued across them, so the bits are those of one
+ * call over contiguous rows (kernels.h). */
 static void attend_heads(const float *q, int nh, const void *kc, const void *vc, bool bf16,
-                         int ctx, int hd, float *out, float *scores) {
+                         int ctx, int chunk, size_t chunk_stride, int hd, float *out,
+                         float *scores) {
     const float scale = (float)(1.0 / sqrt((double)hd));
-    if (bf16) qtts_attn_scores_bf16(scores, (size_t)ctx, q, nh, kc, (size_t)hd, ctx, hd, scale);
-    else qtts_attn_scores(scores, (size_t)ctx, q, nh, kc, (size_t)hd, ctx, hd, scale);
+    for (int j0 = 0; j0 < ctx; j0 += chunk) {
+        const int m = QTTS_MIN(chunk, ctx - j0);
+        const void *k = kv_at(kc, (size_t)(j0 / chunk) * chunk_stride, bf16);
+        float *s = scores + j0;
+        if (bf16) qtts_attn_scores_bf16(s, (size_t)ctx, q, nh, k, (size_t)hd, m, hd, scale);
+        else qtts_attn_scores(s, (size_t)ctx, q, nh, k, (size_t)hd, m, hd, scale);
+    }
     for (int h = 0; h < nh; h++) qtts_softmax(scores + (size_t)h * ctx, ctx);
-    if (bf16) qtts_attn_out_bf16(out, scores, (size_t)ctx, nh, vc, (size_t)hd, ctx, hd);
-    else qtts_attn_out(out, scores, (size_t)ctx, nh, vc, (size_t)hd, ctx, hd);
+    for (int j0 = 0; j0 < ctx; j0 += chunk) {
+        const int m = QTTS_MIN(chunk, ctx - j0);
+        const void *v = kv_at(vc, (size_t)(j0 / chunk) * chunk_stride, bf16);
+        const float *p = scores + j0;
+        const bool acc = j0 > 0;   /* continue the sums of the chunks before */
+        if (bf16) qtts_attn_out_bf16(out, p, (size_t)ctx, nh, v, (size_t)hd, m, hd, acc);
+        else qtts_attn_out(out, p, (size_t)ctx, nh, v, (size_t)hd, m, hd, acc);
+    }
 }
 
 /* One layer's attention of a stack_rows call, after the q/k/v matmul. */
@@ -620,14 +673,14 @@ static void attn_group(void *ctx, int g) {
     const int qd = w->n_heads * hd, kvd = w->n_kv * hd;
     for (int r = 0; r < a->n; r++) {
         const row_ctx *c = &a->rc[r];
-        const size_t head = ((size_t)a->layer * w->n_kv + g) * c->cap; /* cache of head g */
+        const size_t at = kv_off(w, c, a->layer, g, c->pos);   /* head g, this row's position */
         float *qg = a->q + (size_t)r * qd + (size_t)g * grp * hd;
         float *kr = a->kk + (size_t)r * kvd + (size_t)g * hd;
         const float *cs = c->cos + (size_t)c->pos * half, *sn = c->sin + (size_t)c->pos * half;
         norm_rope_heads(qg, grp, a->L->q_norm, hd, w->eps, cs, sn);
         norm_rope_heads(kr, 1, a->L->k_norm, hd, w->eps, cs, sn);
-        kv_store(c->k, (head + c->pos) * hd, kr, hd, c->bf16);
-        kv_store(c->v, (head + c->pos) * hd, a->vv + (size_t)r * kvd + (size_t)g * hd, hd, c->bf16);
+        kv_store(c->k, at, kr, hd, c->bf16);
+        kv_store(c->v, at, a->vv + (size_t)r * kvd + (size_t)g * hd, hd, c->bf16);
     }
     if (a->kvw) {
         /* A prefill chunk over a bf16 cache: the rows read the same positions, so head g's K
@@ -635,24 +688,30 @@ static void attn_group(void *ctx, int g) {
          * that copy (the bf16 kernels' bits: widening is exact). Attention in a prefill runs
          * from the caches, where widening in every row's loads cost ~30% more time. */
         const row_ctx *c = &a->rc[a->n - 1];
-        const size_t head = ((size_t)a->layer * w->n_kv + g) * c->cap, P = (size_t)c->pos + 1;
+        const int P = c->pos + 1;
         float *kw = a->kvw + (size_t)g * 2 * a->kvw_pos * hd, *vw = kw + (size_t)a->kvw_pos * hd;
         QTTS_ASSERT(c->bf16 && c->pos < a->kvw_pos && a->rc[0].k == c->k);
-        qtts_bf16_to_f32_row(kw, (const uint16_t *)c->k + head * hd, P * hd);
-        qtts_bf16_to_f32_row(vw, (const uint16_t *)c->v + head * hd, P * hd);
+        for (int p0 = 0; p0 < P; p0 += c->chunk) {
+            const size_t m = (size_t)QTTS_MIN(c->chunk, P - p0) * hd;
+            const size_t o = kv_off(w, c, a->layer, g, p0);
+            qtts_bf16_to_f32_row(kw + (size_t)p0 * hd, (const uint16_t *)c->k + o, m);
+            qtts_bf16_to_f32_row(vw + (size_t)p0 * hd, (const uint16_t *)c->v + o, m);
+        }
         for (int r = 0; r < a->n; r++) {
             const size_t q0 = (size_t)r * qd + (size_t)g * grp * hd;
-            attend_heads(a->q + q0, grp, kw, vw, false, a->rc[r].pos + 1, hd, a->att + q0,
+            const int P_r = a->rc[r].pos + 1;
+            attend_heads(a->q + q0, grp, kw, vw, false, P_r, P_r, 0, hd, a->att + q0,
                          c->scores + (size_t)g * grp * c->cap);
         }
         return;
     }
     for (int r = 0; r < a->n; r++) {
         const row_ctx *c = &a->rc[r];
-        const size_t head = ((size_t)a->layer * w->n_kv + g) * c->cap;
+        const size_t head = kv_off(w, c, a->layer, g, 0);
+        const size_t chunk_stride = (size_t)w->n_layers * w->n_kv * c->chunk * hd;
         const size_t q0 = (size_t)r * qd + (size_t)g * grp * hd;
-        attend_heads(a->q + q0, grp, kv_at(c->k, head * hd, c->bf16),
-                     kv_at(c->v, head * hd, c->bf16), c->bf16, c->pos + 1, hd, a->att + q0,
+        attend_heads(a->q + q0, grp, kv_at(c->k, head, c->bf16), kv_at(c->v, head, c->bf16),
+                     c->bf16, c->pos + 1, c->chunk, chunk_stride, hd, a->att + q0,
                      c->scores + (size_t)g * grp * c->cap);
     }
 }
@@ -718,13 +777,14 @@ static void stack_rows(const qtts_stack_weights *w, const row_ctx *rc, int n, fl
 
 /* The talker row of st at position pos. */
 static row_ctx talker_row(qtts_talker_state *st, int pos) {
-    return (row_ctx){st->k, st->v, st->kv_bf16, st->max_pos, pos, st->cos, st->sin, st->scores};
+    return (row_ctx){st->k,   st->v,   st->kv_bf16, st->max_pos, st->kv_chunk,
+                     pos,     st->cos, st->sin,     st->scores};
 }
 
 /* The CP row of st at position pos (its cache holds the G positions of a frame). */
 static row_ctx cp_row(const qtts_talker_weights *w, qtts_talker_state *st, int pos) {
-    return (row_ctx){st->cp_k, st->cp_v, false, w->n_groups, pos, w->cp_cos, w->cp_sin,
-                     st->scores};
+    return (row_ctx){st->cp_k,   st->cp_v,   false,     w->n_groups, w->n_groups,
+                     pos,        w->cp_cos,  w->cp_sin, st->scores};
 }
 
 /* ====================================================================== */

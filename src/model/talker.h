@@ -163,6 +163,11 @@ typedef struct qtts_talker_state qtts_talker_state;
  * bytes per position (2 for bf16). */
 qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
                                   qtts_talker_state **out, qtts_err *err);
+/* The same with `chunk` positions per chunk of the KV cache (talker.c: its
+ * layout) instead of the default; the results are the same bits for any
+ * chunk, which the tests check with small ones. */
+qtts_status qtts_talker_state_new_chunked(const qtts_talker_weights *w, int max_pos, int chunk,
+                                          qtts_talker_state **out, qtts_err *err);
 void qtts_talker_state_free(qtts_talker_state *st);  /* NULL ok */
 int qtts_talker_state_max_pos(const qtts_talker_state *st);
 int qtts_talker_state_pos(const qtts_talker_state *st);  /* positions filled */

@@ -948,7 +948,9 @@ static void test_matmul_swiglu(void) {
  * 8-group, row strides wider than a head, position counts around the
  * 4-position blocks and past the prefetch distance, and 1-3 query heads
  * sharing the K/V head (the two-head blocks and an odd one left), with
- * score rows wider than ctx. */
+ * score rows wider than ctx. The output over a context cut in two pieces,
+ * the second call continuing the first's sums (acc), has the bits of one
+ * call over the whole (the talker's chunked cache relies on it). */
 static void test_attention(void) {
     static const int dims[] = {8, 12, 16, 64, 72, 128};
     static const int ctxs[] = {1, 3, 4, 7, 21, 64, 301};
@@ -967,7 +969,18 @@ static void test_attention(void) {
                 fill(kv, ld * ctx, 1.0f);
                 qtts_isa_ref.attn_scores(s0, lds, q, nh, kv, ld, ctx, d, 0.125f);
                 for (int h = 0; h < nh; h++) qtts_softmax(s0 + h * lds, ctx);
-                qtts_isa_ref.attn_out(o0, s0, lds, nh, kv, ld, ctx, d);
+                qtts_isa_ref.attn_out(o0, s0, lds, nh, kv, ld, ctx, d, false);
+                const int cut = ctx / 3 + (ctx > 1);   /* pieces [0, cut) and [cut, ctx) */
+                for (int i = -1; i < n_isas; i++) {
+                    const qtts_isa *isa = i < 0 ? &qtts_isa_ref : isas[i];
+                    size_t at;
+                    isa->attn_out(o1, s0, lds, nh, kv, ld, cut, d, false);
+                    isa->attn_out(o1, s0 + cut, lds, nh, kv + (size_t)cut * ld, ld, ctx - cut, d,
+                                  true);
+                    CHECK(bits_equal(o1, o0, no, &at),
+                          "%s: output in two pieces (cut %d) d=%d ctx=%d heads %d: element %zu",
+                          isa->name, cut, d, ctx, nh, at);
+                }
                 for (int i = 0; i < n_isas; i++) {
                     size_t at;
                     isas[i]->attn_scores(s1, lds, q, nh, kv, ld, ctx, d, 0.125f);
@@ -975,7 +988,7 @@ static void test_attention(void) {
                     CHECK(bits_equal(s1, s0, nsc, &at),
                           "%s: scores d=%d ctx=%d heads %d: element %zu", isas[i]->name, d, ctx,
                           nh, at);
-                    isas[i]->attn_out(o1, s0, lds, nh, kv, ld, ctx, d);
+                    isas[i]->attn_out(o1, s0, lds, nh, kv, ld, ctx, d, false);
                     CHECK(bits_equal(o1, o0, no, &at),
                           "%s: output d=%d ctx=%d heads %d: element %zu", isas[i]->name, d, ctx,
                           nh, at);
@@ -996,7 +1009,7 @@ static void test_attention(void) {
                 for (size_t e = 0; e < ld * ctx; e++) kvw[e] = qtts_bf16_to_f32(kv16[e]);
                 qtts_isa_ref.attn_scores(s0, lds, q, nh, kvw, ld, ctx, d, 0.125f);
                 for (int h = 0; h < nh; h++) qtts_softmax(s0 + h * lds, ctx);
-                qtts_isa_ref.attn_out(o0, s0, lds, nh, kvw, ld, ctx, d);
+                qtts_isa_ref.attn_out(o0, s0, lds, nh, kvw, ld, ctx, d, false);
                 for (int i = -1; i < n_isas; i++) {
                     const qtts_isa *isa = i < 0 ? &qtts_isa_ref : isas[i];
                     size_t at;
@@ -1005,10 +1018,17 @@ static void test_attention(void) {
                     CHECK(bits_equal(s1, s0, nsc, &at),
                           "%s: bf16 scores d=%d ctx=%d heads %d: element %zu", isa->name, d, ctx,
                           nh, at);
-                    isa->attn_out_bf16(o1, s0, lds, nh, kv16, ld, ctx, d);
+                    isa->attn_out_bf16(o1, s0, lds, nh, kv16, ld, ctx, d, false);
                     CHECK(bits_equal(o1, o0, no, &at),
                           "%s: bf16 output d=%d ctx=%d heads %d: element %zu", isa->name, d, ctx,
                           nh, at);
+                    isa->attn_out_bf16(o1, s0, lds, nh, kv16, ld, cut, d, false);
+                    isa->attn_out_bf16(o1, s0 + cut, lds, nh, kv16 + (size_t)cut * ld, ld,
+                                       ctx - cut, d, true);
+                    CHECK(bits_equal(o1, o0, no, &at),
+                          "%s: bf16 output in two pieces (cut %d) d=%d ctx=%d heads %d: "
+                          "element %zu",
+                          isa->name, cut, d, ctx, nh, at);
                 }
                 qtts_free(kv16);
                 qtts_free(kvw);

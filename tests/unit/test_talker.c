@@ -572,6 +572,64 @@ static void test_row_invariance(void) {
     }
 }
 
+/* A KV cache cut in chunks of a few positions (talker.c: the layout) gives
+ * the bits of the default one-chunk cache, in a prefill whose rows straddle
+ * chunk ends and in the steps after it, with an fp32 and a bf16 cache (whose
+ * prefill widens the cache chunk by chunk). */
+static void test_kv_chunks(void) {
+    static const int chunks[] = {1, 3, 7};
+    for (int bf = 0; bf < 2; bf++) {
+        model m;
+        if (!model_open("cv06", &m)) return;
+        if (bf) m.w->kv = QTTS_KV_BF16;
+        const int H = m.w->hidden, V = m.w->vocab, steps = 4;
+        int n;
+        int32_t *ids = template_ids(&m, "Chunks of the cache change no bits.", &n);
+        qtts_prompt p;
+        qtts_err err = {0};
+        qtts_prompt_spec s = {.input_ids = ids, .n_input = n, .language = "auto",
+                              .speaker = "ryan", .non_streaming = true};
+        REQUIRE(qtts_prompt_build(m.w, &m.cfg, &s, &p, &err) == QTTS_OK, "%s", err.msg);
+        const int max_pos = p.len + steps;
+        REQUIRE(max_pos <= 128, "one default chunk holds the whole test (%d)", max_pos);
+        float *lg[2], *hd[2];
+        for (int k = 0; k < 2; k++) {
+            lg[k] = malloc(sizeof(float) * V * (steps + 1));
+            hd[k] = malloc(sizeof(float) * H * (steps + 1));
+        }
+        for (size_t c = 0; c <= QTTS_ARRAY_LEN(chunks); c++) {
+            const int k = c > 0;   /* 0: the default state; 1: chunked */
+            qtts_talker_state *st;
+            qtts_status rc = c == 0 ? qtts_talker_state_new(m.w, max_pos, &st, &err)
+                                    : qtts_talker_state_new_chunked(m.w, max_pos, chunks[c - 1],
+                                                                    &st, &err);
+            REQUIRE(rc == QTTS_OK, "%s", err.msg);
+            CHECK(qtts_talker_prefill(m.w, st, p.embeds, p.len, lg[k], hd[k], &err) == QTTS_OK,
+                  "%s", err.msg);
+            for (int i = 0; i < steps; i++)
+                CHECK(qtts_talker_step(m.w, st, hd[k] + (size_t)i * H, lg[k] + (size_t)(i + 1) * V,
+                                       hd[k] + (size_t)(i + 1) * H, &err) == QTTS_OK,
+                      "%s", err.msg);
+            if (k)
+                CHECK(!memcmp(lg[0], lg[1], sizeof(float) * V * (steps + 1)) &&
+                          !memcmp(hd[0], hd[1], sizeof(float) * H * (steps + 1)),
+                      "%s KV cache in chunks of %d positions: different bits",
+                      bf ? "bf16" : "fp32", chunks[c - 1]);
+            qtts_talker_state_free(st);
+        }
+        qtts_talker_state *st;
+        CHECK(qtts_talker_state_new_chunked(m.w, max_pos, 0, &st, &err) == QTTS_ERR_INVALID,
+              "a chunk of 0 positions is refused");
+        for (int k = 0; k < 2; k++) {
+            free(lg[k]);
+            free(hd[k]);
+        }
+        qtts_prompt_free(&p);
+        free(ids);
+        model_close(&m);
+    }
+}
+
 /* Leading rows of a and b (L rows of H each, up to n) with the same bits. */
 static int common_rows(const float *a, int la, const float *b, int lb, int H) {
     int k = 0;
@@ -726,6 +784,7 @@ int main(void) {
     TEST_RUN(test_goldens);
     TEST_RUN(test_prompt_errors);
     TEST_RUN(test_row_invariance);
+    TEST_RUN(test_kv_chunks);
     TEST_RUN(test_prompt_reuse);
     TEST_RUN(test_generate_limits);
     TEST_END();
