@@ -244,7 +244,11 @@ static void tquant_free(tquant *q) {
     qtts_free(q->deq);
 }
 
-static const int qshapes[][2] = {{1, 32}, {3, 64}, {7, 96}, {5, 160}, {16, 256}, {37, 1024}, {4, 1568}, {9, 3072}};
+/* decode tiles: 8-row blocks up to 2048 columns with 4-row and single-row ends
+ * (16, 20, 37 rows), 4-row blocks past it */
+static const int qshapes[][2] = {{1, 32},    {3, 64},    {7, 96},   {5, 160},
+                                 {16, 256},  {20, 512},  {37, 1024}, {4, 1568},
+                                 {12, 2048}, {9, 3072}};
 
 static void test_quant_paths(void) {
     for (size_t s = 0; s < QTTS_ARRAY_LEN(qshapes); s++) {
