@@ -160,7 +160,8 @@ typedef struct qtts_talker_state qtts_talker_state;
 
 /* A state whose talker KV cache holds max_pos positions (prefill length +
  * generated steps), in w->kv's format. Memory: layers * 2 * nkv * hd * 4
- * bytes per position (2 for bf16). */
+ * bytes per position (2 for bf16), reserved for max_pos positions rounded up
+ * to whole chunks of 128 and touched a chunk at a time as positions fill. */
 qtts_status qtts_talker_state_new(const qtts_talker_weights *w, int max_pos,
                                   qtts_talker_state **out, qtts_err *err);
 /* The same with `chunk` positions per chunk of the KV cache (talker.c: its
