@@ -270,28 +270,18 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
 #define DECODE_BLOCK_MAX_COLS 2048
 
 INLINE void mm_quant(const qtts_mm_job *j, int r0, int r1, const bool q4) {
-    if (j->n < 4 && j->W->cols <= DECODE_BLOCK_MAX_COLS) {
-        for (int rb = r0; rb < r1; rb += 8) {
-            const int nr = QTTS_MIN(8, r1 - rb);
-            for (int t = 0; t < j->n; t++) {
-                if (nr == 8) tile_quant(j, rb, nr, rb, t, 8, 1, q4);
-                else if (nr == 4) tile_quant(j, rb, nr, rb, t, 4, 1, q4);
-                else
-                    for (int r = rb; r < rb + nr; r++) tile_quant(j, rb, nr, r, t, 1, 1, q4);
-            }
-        }
-        return;
-    }
-    for (int rb = r0; rb < r1; rb += 4) {
-        const int nr = QTTS_MIN(4, r1 - rb);
+    const int B = j->n < 4 && j->W->cols <= DECODE_BLOCK_MAX_COLS ? 8 : 4;   /* rows a block */
+    for (int rb = r0; rb < r1; rb += B) {
+        const int nr = QTTS_MIN(B, r1 - rb);
         int t = 0;
-        for (; t + 4 <= j->n; t += 4) {
+        for (; t + 4 <= j->n; t += 4) {   /* only with B = 4 */
             if (nr == 4) tile_quant(j, rb, nr, rb, t, 4, 4, q4);
             else
                 for (int r = rb; r < rb + nr; r++) tile_quant(j, rb, nr, r, t, 1, 4, q4);
         }
         for (; t < j->n; t++) {
-            if (nr == 4) tile_quant(j, rb, nr, rb, t, 4, 1, q4);
+            if (nr == 8) tile_quant(j, rb, nr, rb, t, 8, 1, q4);
+            else if (nr == 4) tile_quant(j, rb, nr, rb, t, 4, 1, q4);
             else
                 for (int r = rb; r < rb + nr; r++) tile_quant(j, rb, nr, r, t, 1, 1, q4);
         }

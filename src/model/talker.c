@@ -606,13 +606,18 @@ static void *kv_at(const void *p, size_t i, bool bf16) {
     return bf16 ? (void *)((const uint16_t *)p + i) : (void *)((const float *)p + i);
 }
 
+/* Elements of one chunk of row c's cache of stack w: every (layer, kv
+ * head) region's `chunk` positions (the layout at the top of this file). */
+static size_t kv_chunk_elems(const qtts_stack_weights *w, const row_ctx *c) {
+    return (size_t)w->n_layers * (size_t)w->n_kv * (size_t)c->chunk * (size_t)w->head_dim;
+}
+
 /* Element offset of position p of KV head g of `layer` in row c's cache of
- * stack w (the layout at the top of this file). */
+ * stack w. */
 static size_t kv_off(const qtts_stack_weights *w, const row_ctx *c, int layer, int g, int p) {
-    const size_t ch = (size_t)c->chunk, regions = (size_t)w->n_layers * (size_t)w->n_kv;
-    return (((size_t)p / ch * regions + (size_t)layer * (size_t)w->n_kv + (size_t)g) * ch +
-            (size_t)p % ch) *
-           (size_t)w->head_dim;
+    const size_t ch = (size_t)c->chunk, region = (size_t)layer * (size_t)w->n_kv + (size_t)g;
+    return (size_t)p / ch * kv_chunk_elems(w, c) +
+           (region * ch + (size_t)p % ch) * (size_t)w->head_dim;
 }
 
 /* One row x[hd] into a KV cache at element offset i. */
@@ -708,10 +713,9 @@ static void attn_group(void *ctx, int g) {
     for (int r = 0; r < a->n; r++) {
         const row_ctx *c = &a->rc[r];
         const size_t head = kv_off(w, c, a->layer, g, 0);
-        const size_t chunk_stride = (size_t)w->n_layers * w->n_kv * c->chunk * hd;
         const size_t q0 = (size_t)r * qd + (size_t)g * grp * hd;
         attend_heads(a->q + q0, grp, kv_at(c->k, head, c->bf16), kv_at(c->v, head, c->bf16),
-                     c->bf16, c->pos + 1, c->chunk, chunk_stride, hd, a->att + q0,
+                     c->bf16, c->pos + 1, c->chunk, kv_chunk_elems(w, c), hd, a->att + q0,
                      c->scores + (size_t)g * grp * c->cap);
     }
 }

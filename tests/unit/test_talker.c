@@ -439,6 +439,17 @@ static int32_t *template_ids(const model *m, const char *text, int *n) {
 
 static int32_t *hello_ids(const model *m, int *n) { return template_ids(m, "Hello.", n); }
 
+/* The non-streaming prompt of text for the preset speaker ryan. */
+static qtts_status ryan_prompt(model *m, const char *text, qtts_prompt *p, qtts_err *err) {
+    int n;
+    int32_t *ids = template_ids(m, text, &n);
+    qtts_prompt_spec s = {.input_ids = ids, .n_input = n, .language = "auto", .speaker = "ryan",
+                          .non_streaming = true};
+    const qtts_status st = qtts_prompt_build(m->w, &m->cfg, &s, p, err);
+    free(ids);
+    return st;
+}
+
 static void test_prompt_errors(void) {
     model m;
     if (!model_open("cv06", &m)) return;
@@ -520,13 +531,10 @@ static void test_row_invariance(void) {
         if (!model_open(names[mi], &m)) return;
         if (mi == 2) m.w->kv = QTTS_KV_BF16;
         const int H = m.w->hidden, V = m.w->vocab, Vc = m.w->cp_vocab, G = m.w->n_groups;
-        int n;
-        int32_t *ids = template_ids(&m, "One row alone or in a chunk gives the same bits.", &n);
         qtts_prompt p;
         qtts_err err = {0};
-        qtts_prompt_spec s = {.input_ids = ids, .n_input = n, .language = "auto",
-                              .speaker = "ryan", .non_streaming = true};
-        bool ok = qtts_prompt_build(m.w, &m.cfg, &s, &p, &err) == QTTS_OK;
+        bool ok = ryan_prompt(&m, "One row alone or in a chunk gives the same bits.", &p, &err) ==
+                  QTTS_OK;
         REQUIRE(ok, "%s", err.msg);
         REQUIRE(p.len > 17, "prompt long enough to span two prefill chunks (%d)", p.len);
         qtts_talker_state *a, *b;
@@ -567,7 +575,6 @@ static void test_row_invariance(void) {
         qtts_talker_state_free(a);
         qtts_talker_state_free(b);
         qtts_prompt_free(&p);
-        free(ids);
         model_close(&m);
     }
 }
@@ -583,13 +590,10 @@ static void test_kv_chunks(void) {
         if (!model_open("cv06", &m)) return;
         if (bf) m.w->kv = QTTS_KV_BF16;
         const int H = m.w->hidden, V = m.w->vocab, steps = 4;
-        int n;
-        int32_t *ids = template_ids(&m, "Chunks of the cache change no bits.", &n);
         qtts_prompt p;
         qtts_err err = {0};
-        qtts_prompt_spec s = {.input_ids = ids, .n_input = n, .language = "auto",
-                              .speaker = "ryan", .non_streaming = true};
-        REQUIRE(qtts_prompt_build(m.w, &m.cfg, &s, &p, &err) == QTTS_OK, "%s", err.msg);
+        REQUIRE(ryan_prompt(&m, "Chunks of the cache change no bits.", &p, &err) == QTTS_OK, "%s",
+                err.msg);
         const int max_pos = p.len + steps;
         REQUIRE(max_pos <= 128, "one default chunk holds the whole test (%d)", max_pos);
         float *lg[2], *hd[2];
@@ -625,7 +629,6 @@ static void test_kv_chunks(void) {
             free(hd[k]);
         }
         qtts_prompt_free(&p);
-        free(ids);
         model_close(&m);
     }
 }
