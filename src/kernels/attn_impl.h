@@ -61,6 +61,28 @@ static inline float attn_fold8(qtts_v8f a) {
     return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
 }
 
+/* attn_fold8 of four sums at once, the same association in every lane:
+ * the 128-bit halves added (x0+x4 .. x3+x7), then two horizontal adds. */
+ATTN_INLINE void attn_fold8x4(float *r, qtts_v8f a, qtts_v8f b, qtts_v8f c, qtts_v8f d) {
+#if defined(__AVX2__)
+    const __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps((__m256)a, (__m256)b, 0x20),
+                                    _mm256_permute2f128_ps((__m256)a, (__m256)b, 0x31));
+    const __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps((__m256)c, (__m256)d, 0x20),
+                                    _mm256_permute2f128_ps((__m256)c, (__m256)d, 0x31));
+    const __m256 h1 = _mm256_hadd_ps(ab, cd);   /* a01 a23 c01 c23 | b01 b23 d01 d23 */
+    const __m256 h2 = _mm256_hadd_ps(h1, h1);   /* a c a c | b d b d */
+    r[0] = h2[0];
+    r[1] = h2[4];
+    r[2] = h2[1];
+    r[3] = h2[5];
+#else
+    r[0] = attn_fold8(a);
+    r[1] = attn_fold8(b);
+    r[2] = attn_fold8(c);
+    r[3] = attn_fold8(d);
+#endif
+}
+
 /* 8 values from p, zeros past n (n < 8) */
 static inline qtts_v8f attn_load8(const float *p, int n) {
     qtts_v8f v = {0};
@@ -141,15 +163,12 @@ ATTN_INLINE void attn_scores4(float *s, size_t lds, const float *q, const int nh
             b3 = b3 + qb * k_3;
         }
     }
-    s[0] = attn_fold8(a0) * scale;
-    s[1] = attn_fold8(a1) * scale;
-    s[2] = attn_fold8(a2) * scale;
-    s[3] = attn_fold8(a3) * scale;
+    float f[4];
+    attn_fold8x4(f, a0, a1, a2, a3);
+    for (int r = 0; r < 4; r++) s[r] = f[r] * scale;
     if (nh == 2) {
-        s[lds] = attn_fold8(b0) * scale;
-        s[lds + 1] = attn_fold8(b1) * scale;
-        s[lds + 2] = attn_fold8(b2) * scale;
-        s[lds + 3] = attn_fold8(b3) * scale;
+        attn_fold8x4(f, b0, b1, b2, b3);
+        for (int r = 0; r < 4; r++) s[lds + r] = f[r] * scale;
     }
 }
 
