@@ -172,6 +172,66 @@ ATTN_INLINE void attn_scores4(float *s, size_t lds, const float *q, const int nh
     }
 }
 
+#if defined(__AVX512F__)
+/* Elements i..i+7 of rows r and r + 1 (r: the row at k0) in one 16-lane
+ * vector, row r in the low half. */
+ATTN_INLINE qtts_v16f attn_load8x2kv(const void *k0, size_t ldk, size_t i, const bool bf16) {
+    if (bf16) {
+        const uint16_t *p = (const uint16_t *)k0 + i;
+        const __m256i h = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p)),
+            _mm_loadu_si128((const __m128i *)(p + ldk)), 1);
+        return (qtts_v16f)_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    const float *p = (const float *)k0 + i;
+    return (qtts_v16f)_mm512_castpd_ps(_mm512_insertf64x4(
+        _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(p))),
+        _mm256_castps_pd(_mm256_loadu_ps(p + ldk)), 1));
+}
+
+/* 8 values of q in both halves. */
+ATTN_INLINE qtts_v16f attn_q8x2(const float *q) {
+    return (qtts_v16f)_mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(q))));
+}
+
+/* The low and the high 8 lanes. */
+ATTN_INLINE qtts_v8f attn_lo8(qtts_v16f v) {
+    return (qtts_v8f)_mm512_castps512_ps256((__m512)v);
+}
+
+ATTN_INLINE qtts_v8f attn_hi8(qtts_v16f v) {
+    return (qtts_v8f)_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd((__m512)v), 1));
+}
+
+/* attn_scores4 for d a multiple of 8, two positions per 16-lane vector:
+ * each half holds one position's eight lane sums, the same chains as the
+ * 8-lane code, at half the vector operations. */
+ATTN_INLINE void attn_scores4_x2(float *s, size_t lds, const float *q, const int nh,
+                                 const void *k0, size_t ldk, int d, float scale, const bool bf16) {
+    qtts_v16f a01 = {0}, a23 = {0}, b01 = {0}, b23 = {0};
+    const void *k2 = attn_at(k0, 2 * ldk, bf16);
+    for (int i = 0; i < d; i += 8) {
+        const qtts_v16f k01 = attn_load8x2kv(k0, ldk, (size_t)i, bf16);
+        const qtts_v16f k23 = attn_load8x2kv(k2, ldk, (size_t)i, bf16);
+        const qtts_v16f qa = attn_q8x2(q + i);
+        a01 = a01 + qa * k01;
+        a23 = a23 + qa * k23;
+        if (nh == 2) {
+            const qtts_v16f qb = attn_q8x2(q + d + i);
+            b01 = b01 + qb * k01;
+            b23 = b23 + qb * k23;
+        }
+    }
+    float f[4];
+    attn_fold8x4(f, attn_lo8(a01), attn_hi8(a01), attn_lo8(a23), attn_hi8(a23));
+    for (int r = 0; r < 4; r++) s[r] = f[r] * scale;
+    if (nh == 2) {
+        attn_fold8x4(f, attn_lo8(b01), attn_hi8(b01), attn_lo8(b23), attn_hi8(b23));
+        for (int r = 0; r < 4; r++) s[lds + r] = f[r] * scale;
+    }
+}
+#endif
+
 /* scores[h * lds + j] for nh heads sharing K: each K row is read once for
  * two heads at a time (grouped-query attention). */
 ATTN_INLINE void attn_scores_t(float *scores, size_t lds, const float *q, int nh, const void *k,
@@ -183,6 +243,17 @@ ATTN_INLINE void attn_scores_t(float *scores, size_t lds, const float *q, int nh
         for (int r = 0; r < 4 && j + pf + r < ctx; r++)
             attn_prefetch_row(attn_at(k0, (size_t)(pf + r) * ldk, bf16), d, bf16);
         int h = 0;
+#if defined(__AVX512F__)
+        if (d % 8 == 0) {
+            for (; h + 2 <= nh; h += 2)
+                attn_scores4_x2(scores + h * lds + j, lds, q + (size_t)h * d, 2, k0, ldk, d, scale,
+                                bf16);
+            if (h < nh)
+                attn_scores4_x2(scores + h * lds + j, lds, q + (size_t)h * d, 1, k0, ldk, d, scale,
+                                bf16);
+            continue;
+        }
+#endif
         for (; h + 2 <= nh; h += 2)   /* constant head counts: the sums stay in registers */
             attn_scores4(scores + h * lds + j, lds, q + (size_t)h * d, 2, k0, ldk, d, scale, bf16);
         if (h < nh)
