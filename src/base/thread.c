@@ -287,6 +287,84 @@ void qtts_pool_run(qtts_pool *p, int n_tasks, qtts_task_fn fn, void *ctx) {
     pthread_mutex_unlock(&p->run_mu);
 }
 
+/* ==== contiguous splits with stealing =================================== */
+
+/* The owner takes 1/STEAL_CHUNK_DIV of what is left in its range (at least
+ * one unit): large chunks early, one unit at the end, so a thief that finds
+ * the range late waits at most a small chunk for the owner. */
+#define STEAL_CHUNK_DIV 4
+
+static inline uint64_t lohi(uint32_t lo, uint32_t hi) { return (uint64_t)hi << 32 | lo; }
+
+void qtts_steal_home(int n, int parts, int p, int *a, int *b) {
+    *a = (int)((int64_t)n * p / parts);
+    *b = (int)((int64_t)n * (p + 1) / parts);
+}
+
+void qtts_steal_init(qtts_steal *s, int n, int parts) {
+    QTTS_ASSERT(n >= 0 && parts >= 1 && parts <= QTTS_MAX_THREADS);
+    s->parts = parts;
+    for (int p = 0; p < parts; p++) {
+        int a, b;
+        qtts_steal_home(n, parts, p, &a, &b);
+        atomic_init(&s->range[p].lohi, lohi((uint32_t)a, (uint32_t)b));
+        atomic_init(&s->range[p].started, 0);
+    }
+}
+
+bool qtts_steal_next(qtts_steal *s, int p, int *a, int *b) {
+    QTTS_ASSERT(p >= 0 && p < s->parts);
+    _Atomic uint64_t *own = &s->range[p].lohi;
+    if (!atomic_load_explicit(&s->range[p].started, memory_order_relaxed))
+        atomic_store_explicit(&s->range[p].started, 1, memory_order_relaxed);
+    for (;;) {
+        uint64_t v = atomic_load_explicit(own, memory_order_relaxed);
+        for (;;) {
+            const uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
+            if (lo >= hi) break;
+            const uint32_t c = (hi - lo + STEAL_CHUNK_DIV - 1) / STEAL_CHUNK_DIV;
+            if (atomic_compare_exchange_weak_explicit(own, &v, lohi(lo + c, hi),
+                                                      memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+                *a = (int)lo;
+                *b = (int)(lo + c);
+                return true;
+            }
+        }
+        /* Own range empty: nobody else writes it now (a thief takes only
+         * from a range with units left, and its CAS expects the value it
+         * read), so after a steal a plain store makes the stolen units ours. */
+        int victim = -1;
+        uint64_t vv = 0;
+        uint32_t most = 0;
+        bool whole = false;
+        for (int q = 0; q < s->parts; q++) {
+            const uint64_t w = atomic_load_explicit(&s->range[q].lohi, memory_order_relaxed);
+            const uint32_t lo = (uint32_t)w, hi = (uint32_t)(w >> 32);
+            if (lo >= hi) continue;
+            if (!atomic_load_explicit(&s->range[q].started, memory_order_relaxed)) {
+                victim = q;   /* nobody streams it yet: all of it, front to back */
+                vv = w;
+                whole = true;
+                break;
+            }
+            if (hi - lo > most) {
+                most = hi - lo;
+                victim = q;
+                vv = w;
+            }
+        }
+        if (victim < 0) return false;
+        const uint32_t lo = (uint32_t)vv, hi = (uint32_t)(vv >> 32);
+        const uint32_t take = whole ? hi - lo : (hi - lo + 1) / 2;
+        if (atomic_compare_exchange_strong_explicit(&s->range[victim].lohi, &vv,
+                                                    lohi(lo, hi - take), memory_order_relaxed,
+                                                    memory_order_relaxed))
+            atomic_store_explicit(own, lohi(hi - take, hi), memory_order_relaxed);
+        /* else the victim moved on: look again */
+    }
+}
+
 /* ==== the process-wide pool ============================================ */
 
 static _Atomic(qtts_pool *) g_pool;

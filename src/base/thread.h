@@ -25,6 +25,7 @@
 #ifndef QTTS_THREAD_H
 #define QTTS_THREAD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -74,6 +75,36 @@ void qtts_threads_set_local_serial(bool serial);
  * hook is process-wide, for every pool. */
 typedef bool (*qtts_idle_fn)(int participant);
 void qtts_threads_set_idle(qtts_idle_fn fn);
+
+/* Contiguous work split with stealing, for the tasks of one job. Units
+ * [0, n) start as `parts` contiguous home ranges, range p = [n*p/parts,
+ * n*(p+1)/parts). qtts_steal_next(s, p, ...) gives the caller of part p the
+ * next chunk of its range, front to back; once that range is empty it
+ * moves the back half of the fullest range into its own and goes on from
+ * there; a range whose part has not asked for work yet (its task not
+ * claimed: the worker asleep or busy) moves whole. So a part's chunks follow
+ * each other in memory until the job's last moments (the matmul's threads
+ * each stream one span of the weights, as a hardware prefetcher wants),
+ * and a part slowed by another tenant still leaves its remaining work to
+ * the others. Every unit is handed out exactly once. A range is one 64-bit
+ * atomic (lo | hi << 32) on its own cache line: the owner takes from lo, a
+ * thief from hi, each with a CAS. */
+typedef struct {
+    _Alignas(64) _Atomic uint64_t lohi;
+    _Atomic int started;   /* part p has asked for work */
+} qtts_steal_range;
+
+typedef struct {
+    int parts;
+    qtts_steal_range range[QTTS_MAX_THREADS];
+} qtts_steal;
+
+/* parts in [1, QTTS_MAX_THREADS]; n >= 0 units. */
+void qtts_steal_init(qtts_steal *s, int n, int parts);
+/* Part p's next chunk [*a, *b) (b > a); false when every range is empty. */
+bool qtts_steal_next(qtts_steal *s, int p, int *a, int *b);
+/* Home range p (before any claim): [*a, *b). */
+void qtts_steal_home(int n, int parts, int p, int *a, int *b);
 
 /* Online CPUs this process may run on (sched affinity), at least 1. */
 int qtts_cpu_count(void);

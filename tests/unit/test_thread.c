@@ -5,6 +5,8 @@
  * sleep wake up; a second caller and a nested parallel-for run inline
  * instead of deadlocking; the process-wide pool follows qtts_threads_init;
  * the idle hook runs for the caller and the workers while they wait; the
+ * contiguous split with stealing (qtts_steal) hands every unit out once,
+ * keeps each part's chunks in order and moves a slow part's work; the
  * cache-size parser behind qtts_llc_bytes.
  * Built under ThreadSanitizer by `make test-tsan`. Prints the dispatch
  * cost for information.
@@ -238,6 +240,103 @@ static void test_idle_hook(void) {
     qtts_pool_destroy(p);
 }
 
+/* ==== qtts_steal ========================================================== */
+
+/* One part alone: its home range front to back, then each other range whole
+ * (none has started) in order: the chunks tile [0, n) ascending. */
+static void test_steal_serial(void) {
+    static const int ns[] = {0, 1, 2, 3, 7, 64, 301, 1000};
+    for (size_t i = 0; i < QTTS_ARRAY_LEN(ns); i++)
+        for (int parts = 1; parts <= 5; parts++) {
+            qtts_steal s;
+            qtts_steal_init(&s, ns[i], parts);
+            int next = 0, a, b;
+            /* part 0 first, as the caller claims task 0 */
+            while (qtts_steal_next(&s, 0, &a, &b)) {
+                CHECK(a < b, "n=%d parts=%d: empty chunk [%d, %d)", ns[i], parts, a, b);
+                if (a != next) {
+                    CHECK(false, "n=%d parts=%d: chunk [%d, %d) after %d", ns[i], parts, a, b, next);
+                    break;
+                }
+                next = b;
+            }
+            CHECK(next == ns[i], "n=%d parts=%d: %d units handed out", ns[i], parts, next);
+            for (int p = 1; p < parts; p++)
+                CHECK(!qtts_steal_next(&s, p, &a, &b), "n=%d parts=%d: part %d got [%d, %d) after "
+                      "the end", ns[i], parts, p, a, b);
+        }
+}
+
+/* Two parts taking turns, one chunk each: each part's chunks follow each
+ * other in memory until a range runs dry, and the units are handed out once. */
+static void test_steal_contiguous(void) {
+    const int n = 192;   /* the CP's q/k/v at 16-row units, say */
+    qtts_steal s;
+    qtts_steal_init(&s, n, 2);
+    int seen[192] = {0}, last_end[2] = {-1, -1}, jumps[2] = {0, 0}, a, b;
+    bool more[2] = {true, true};
+    while (more[0] || more[1])
+        for (int p = 0; p < 2; p++) {
+            if (!more[p] || !(more[p] = qtts_steal_next(&s, p, &a, &b))) continue;
+            if (last_end[p] >= 0 && a != last_end[p]) jumps[p]++;
+            last_end[p] = b;
+            for (int u = a; u < b; u++) seen[u]++;
+        }
+    for (int u = 0; u < n; u++) CHECK(seen[u] == 1, "unit %d handed out %d times", u, seen[u]);
+    /* in lockstep the two ranges end together: at most a steal of the last unit */
+    CHECK(jumps[0] <= 1 && jumps[1] <= 1, "the parts jumped %d and %d times", jumps[0], jumps[1]);
+}
+
+typedef struct {
+    qtts_steal s;
+    _Atomic int count[4000];
+    int n, slow;   /* part `slow` waits first, so the others steal from it */
+    _Atomic int stolen;
+} steal_job;
+
+static void steal_task(void *ctx, int p) {
+    steal_job *j = ctx;
+    if (p == j->slow) busy_wait_us(300);
+    int a, b, h0, h1;
+    qtts_steal_home(j->n, j->s.parts, p, &h0, &h1);
+    while (qtts_steal_next(&j->s, p, &a, &b)) {
+        if (a < h0 || b > h1) atomic_fetch_add_explicit(&j->stolen, 1, memory_order_relaxed);
+        for (int u = a; u < b; u++) {
+            atomic_fetch_add_explicit(&j->count[u], 1, memory_order_relaxed);
+            if (u % 8 == 0) busy_wait_us(1);   /* work, so that steals happen mid-range */
+        }
+    }
+}
+
+/* Real threads: every unit exactly once, whichever part is slow, and a slow
+ * part's units taken by the others. */
+static void test_steal_threads(void) {
+    static steal_job j;
+    const int threads[] = {2, 3, 4};
+    for (size_t k = 0; k < QTTS_ARRAY_LEN(threads); k++) {
+        qtts_pool *p = qtts_pool_create(threads[k]);
+        REQUIRE(p != NULL, "pool");
+        int stolen = 0;
+        for (int round = 0; round < 60; round++) {
+            j.n = (int[]){1, 5, 97, 1000, 4000}[round % 5];
+            j.slow = round % (threads[k] + 1);   /* == threads: none */
+            atomic_store(&j.stolen, 0);
+            for (int u = 0; u < j.n; u++) atomic_store_explicit(&j.count[u], 0, memory_order_relaxed);
+            qtts_steal_init(&j.s, j.n, threads[k]);
+            qtts_pool_run(p, threads[k], steal_task, &j);
+            int bad = -1;
+            for (int u = 0; u < j.n && bad < 0; u++)
+                if (atomic_load_explicit(&j.count[u], memory_order_relaxed) != 1) bad = u;
+            CHECK(bad < 0, "threads=%d n=%d: unit %d handed out %d times", threads[k], j.n, bad,
+                  bad < 0 ? 1 : atomic_load(&j.count[bad]));
+            if (j.n >= 1000 && j.slow < threads[k]) stolen += atomic_load(&j.stolen);
+        }
+        CHECK(stolen > 0, "threads=%d: no part ever took units outside its home range",
+              threads[k]);
+        qtts_pool_destroy(p);
+    }
+}
+
 /* The sysfs cache-size parser behind qtts_llc_bytes: the kernel's forms
  * ("48K", "266240K", "32M", a plain byte count, with or without the
  * newline), and 0 for anything else rather than a guess. */
@@ -269,6 +368,9 @@ int main(void) {
     TEST_RUN(test_nested);
     TEST_RUN(test_global_pool);
     TEST_RUN(test_idle_hook);
+    TEST_RUN(test_steal_serial);
+    TEST_RUN(test_steal_contiguous);
+    TEST_RUN(test_steal_threads);
     TEST_RUN(test_dispatch_latency);
     TEST_END();
 }
