@@ -163,7 +163,7 @@ bool qtts_mat_resident_fits(uint64_t bytes) {
 typedef struct {
     const qtts_mm_job *job[QTTS_MATMUL_MAX];
     qtts_mm_fn fn[QTTS_MATMUL_MAX];
-    bool swiglu;   /* two jobs, gate and up: a task does both for its rows, then SwiGLU */
+    bool swiglu;   /* two jobs, gate and up: a chunk does both for its rows, then SwiGLU */
     int tasked;    /* jobs whose rows make the units (swiglu: gate's alone) */
     int ustart[QTTS_MATMUL_MAX + 1];   /* job m's units: [ustart[m], ustart[m + 1]) */
     qtts_steal steal;
