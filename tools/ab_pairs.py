@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
 """Paired timing of builds on a noisy machine (not a test).
 
-Runs `BUILD/bench_backend MODEL` for every build in turn, ROUNDS times, and
-reports for each build the median over rounds of its time divided by the
-first build's time in the same round (talker step, code-predictor frame,
-total). Pairing within a round cancels the slow drifts of a shared host
-(other tenants taking bandwidth for minutes), which is what makes
-separate medians of a few runs unable to tell 3% apart.
+Runs every build in turn, ROUNDS times, and reports for each build the
+median over rounds of each measure divided by the first build's in the same
+round. Pairing within a round cancels the slow drifts of a shared host
+(other tenants taking bandwidth for minutes), which is what makes separate
+medians of a few runs unable to tell 3% apart.
+
+Default: `BUILD/bench_backend MODEL` (talker step, code-predictor frame,
+total ms; each build directory needs bench_backend: make BUILD=DIR
+DIR/bench_backend). --bench: whole `BUILD/qwen3-tts bench --runs 1 --json`
+calls (x floor of the talker, the code predictor and both, and talker + CP
+ms), so the streamed codec decodes between the frames, the real prompt and
+each call's own bandwidth probes are in it; --prompt and --kv do not apply.
 
   tools/ab_pairs.py --model models/full-cv06-int4 build-base build
   tools/ab_pairs.py --model DIR --rounds 15 --frames 40 -- buildA buildB buildC
   tools/ab_pairs.py --model DIR --prompt 1000 --kv bf16 build-base build
-
-Each build directory needs bench_backend (make BUILD=DIR DIR/bench_backend).
+  tools/ab_pairs.py --model DIR --bench --rounds 10 --frames 100 build-base build
 """
 import argparse
+import json
 import re
 import statistics
 import subprocess
@@ -23,14 +29,35 @@ import sys
 LINE = re.compile(r"talker step ([0-9.]+) ms, code predictor ([0-9.]+) ms, total ([0-9.]+) ms")
 
 
-def run(build, args):
+def run_command(cmd):
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"ab_pairs: {' '.join(cmd)} failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
+    return out.stdout
+
+
+def run_backend(build, args):
     cmd = [f"{build}/bench_backend", args.model, "--prompt", str(args.prompt), "--frames",
            str(args.frames), "--threads", str(args.threads), "--window", "1", "--kv", args.kv]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    m = LINE.search(out.stdout)
-    if out.returncode != 0 or not m:
-        sys.exit(f"ab_pairs: {' '.join(cmd)} failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
+    m = LINE.search(run_command(cmd))
+    if not m:
+        sys.exit(f"ab_pairs: {' '.join(cmd)} printed no frame line")
     return [float(v) for v in m.groups()]
+
+
+def run_bench(build, args):
+    cmd = [f"{build}/qwen3-tts", "bench", "-m", args.model, "-j", str(args.threads), "--frames",
+           str(args.frames), "--runs", "1", "--json", "-q"]
+    s = json.loads(run_command(cmd))["stages"]
+    return [s["talker"]["x_floor"], s["code_predictor"]["x_floor"], s["talker_cp"]["x_floor"],
+            s["talker_cp"]["ms_per_frame"]]
+
+
+# per mode: the runner, its measures' names, and the measure whose plain median is shown
+MODES = {
+    "backend": (run_backend, ["talker", "CP", "total"], 2, "median total ms"),
+    "bench": (run_bench, ["x talker", "x CP", "x t+CP", "ms"], 2, "median x t+CP"),
+}
 
 
 def main():
@@ -42,24 +69,27 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--kv", choices=["f32", "bf16"], default="f32",
                     help="the talker's KV cache (bench_backend --kv; builds from 2026-12-04 on)")
+    ap.add_argument("--bench", action="store_true", help="whole qwen3-tts bench calls")
     ap.add_argument("builds", nargs="+", help="build directories; the first is the baseline")
     args = ap.parse_args()
     if args.rounds < 1 or args.frames < 2:
         sys.exit("ab_pairs: --rounds must be >= 1 and --frames >= 2")
-    times = {b: [] for b in args.builds}
+    run, names, shown, shown_name = MODES["bench" if args.bench else "backend"]
+    vals = {b: [] for b in args.builds}
     for r in range(args.rounds):
         for b in args.builds:
-            times[b].append(run(b, args))
+            vals[b].append(run(b, args))
         print(f"round {r + 1}/{args.rounds}: " +
-              "  ".join(f"{b} {times[b][-1][2]:.2f} ms" for b in args.builds), file=sys.stderr)
-    base = times[args.builds[0]]
-    print(f"{'build':<20} {'talker':>7} {'CP':>7} {'total':>7}   median total ms  (ratios: medians "
-          f"over {args.rounds} rounds of build / {args.builds[0]})")
+              "  ".join(f"{b} {vals[b][-1][shown]:.3f}" for b in args.builds), file=sys.stderr)
+    base = vals[args.builds[0]]
+    print(f"{'build':<20} " + " ".join(f"{n:>8}" for n in names) +
+          f"   {shown_name}  (ratios: medians over {args.rounds} rounds of build / "
+          f"{args.builds[0]})")
     for b in args.builds:
-        ratios = [[t[k] / s[k] for k in range(3)] for t, s in zip(times[b], base)]
+        ratios = [[t[k] / s[k] for k in range(len(names))] for t, s in zip(vals[b], base)]
         med = [statistics.median(col) for col in zip(*ratios)]
-        total = statistics.median(t[2] for t in times[b])
-        print(f"{b:<20} {med[0]:7.3f} {med[1]:7.3f} {med[2]:7.3f}   {total:8.2f}")
+        print(f"{b:<20} " + " ".join(f"{m:8.3f}" for m in med) +
+              f"   {statistics.median(t[shown] for t in vals[b]):8.3f}")
 
 
 if __name__ == "__main__":
