@@ -133,6 +133,20 @@ const qtts_conv_isa qtts_conv_isa_ref = {"scalar", REF_NR, 256, tile_ref, snake_
 
 /* ==== dispatch ============================================================= */
 
+/* kc of a `direct` table (its tiles read the input rows in place) on a
+ * core with at least DIRECT_KC_L1 bytes of L1 data cache. A column tile's
+ * kc input rows, 48 floats each at any alignment (up to 4 lines), are read
+ * again by every row group of the task: at kc = 128 they take 32 KB, so on
+ * a 48 KB L1 (Intel since Ice Lake; also AMD Zen 5, not measured) the row
+ * groups after the first read them from L1. At the tables' 256 they come
+ * from L2. On the Intel host, in paired rounds: `bench_codec` decode 0.966
+ * (kc 128) and 0.958 (64); the engine's streamed codec 0.979 and 0.973 (8
+ * rounds each). The Zen 4 (32 KB L1) ran its direct tiles faster at 256
+ * than at 128, so smaller L1s keep the table's kc. kc does not change a
+ * result bit (conv_impl.h). */
+#define DIRECT_KC 128
+#define DIRECT_KC_L1 (48l << 10)
+
 int qtts_conv_isa_usable(const qtts_conv_isa **out, int cap) {
     int n = 0;
 #if defined(__x86_64__)
@@ -147,13 +161,20 @@ int qtts_conv_isa_usable(const qtts_conv_isa **out, int cap) {
 }
 
 static const qtts_conv_isa *active;
+static qtts_conv_isa active_tuned;   /* the best table with this CPU's kc (qtts_conv_kc_for) */
 static size_t l2_bytes;
 static pthread_once_t active_once = PTHREAD_ONCE_INIT;
+
+int qtts_conv_kc_for(const qtts_conv_isa *isa, long l1d) {
+    return isa->direct && l1d >= DIRECT_KC_L1 ? DIRECT_KC : isa->kc;
+}
 
 static void pick_active(void) {
     const qtts_conv_isa *t[4];
     qtts_conv_isa_usable(t, 4);
-    active = t[0];
+    active_tuned = *t[0];
+    active_tuned.kc = qtts_conv_kc_for(t[0], sysconf(_SC_LEVEL1_DCACHE_SIZE));
+    active = &active_tuned;
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     l2_bytes = l2 >= (64 << 10) && l2 <= (64 << 20) ? (size_t)l2 : (size_t)1 << 20;
 }

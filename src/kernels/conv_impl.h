@@ -196,6 +196,13 @@ extern const qtts_conv_bf16_isa qtts_conv_bf16_avx512;
 extern const qtts_conv_bf16_isa qtts_conv_bf16_neon;
 #endif
 
+/* The kc the conv runs isa's tiles at on a core with an L1 data cache of
+ * l1d bytes (conv.c; 0 or less: unknown): the table's own kc, or a smaller
+ * one that keeps a direct tile's input rows in L1. qtts_conv_isa_active
+ * returns the best table with this CPU's kc; qtts_conv_isa_usable the
+ * tables as they are. */
+int qtts_conv_kc_for(const qtts_conv_isa *isa, long l1d);
+
 /* Every table compiled in and usable on this CPU, fastest first, the
  * scalar one last; returns the count (<= cap stored). */
 int qtts_conv_isa_usable(const qtts_conv_isa **out, int cap);

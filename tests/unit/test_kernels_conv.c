@@ -11,6 +11,8 @@
  *   - column independence: a column's bits do not depend on n or on where
  *     the run starts (what makes streamed decoding exact);
  *   - thread-count independence (1, 2 and 3 threads, shared workspace);
+ *   - every table also at the other reduction block sizes (kc 64, 128) it
+ *     may run at, bit for bit, and the rule that picks kc from the L1;
  *   - SnakeBeta rows against qtts_snake_ref bit for bit (tails, |u| past
  *     the polynomial's range, inf/NaN), and against double sin^2;
  *   - the Winograd F(2,7) form of 7-tap convs: every output within a
@@ -28,6 +30,9 @@
 #include "harness.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "base/thread.h"
 #include "kernels/conv_impl.h"
@@ -36,7 +41,7 @@
 extern const qtts_conv_isa qtts_conv_isa_avx512_emu;
 #endif
 
-static const qtts_conv_isa *isas[8];
+static const qtts_conv_isa *isas[16];
 static int n_isas;
 
 static float frand(uint64_t *s) {
@@ -54,10 +59,49 @@ static void list_isas(void) {
             break;
         }
 #endif
+    /* Each table again at the other reduction block sizes the conv may
+     * run it with (qtts_conv_kc_for): kc must not change a bit. */
+    static qtts_conv_isa kc_copies[8];
+    static char kc_names[8][40];
+    const qtts_conv_isa *base_of[16] = {0};
+    const int tables = n_isas;
+    int copies = 0;
+    for (int i = 0; i < tables; i++)
+        for (int kc = 64; kc <= 128; kc *= 2) {
+            if (kc == isas[i]->kc || copies == 8) continue;
+            kc_copies[copies] = *isas[i];
+            kc_copies[copies].kc = kc;
+            snprintf(kc_names[copies], sizeof kc_names[copies], "%s(kc %d)", isas[i]->name, kc);
+            kc_copies[copies].name = kc_names[copies];
+            base_of[n_isas] = isas[i];
+            isas[n_isas++] = &kc_copies[copies++];
+        }
+    /* qtts_conv_isa_active: the first table at this CPU's kc */
+    const int active_kc = qtts_conv_isa_active()->kc;
     printf("  paths tested:");
-    for (int i = 0; i < n_isas; i++)
-        printf(" %s%s", isas[i] == qtts_conv_isa_active() ? "*" : "", isas[i]->name);
+    for (int i = 0; i < n_isas; i++) {
+        const bool first = i == 0 || (i >= tables && base_of[i] == isas[0]);
+        printf(" %s%s", first && isas[i]->kc == active_kc ? "*" : "", isas[i]->name);
+    }
     printf("  (* = used here)\n");
+}
+
+/* The kc rule: a direct table on a 48 KB L1 takes the smaller block, any
+ * other table (or an unknown or smaller L1) keeps its own. */
+static void test_conv_kc_rule(void) {
+    const qtts_conv_isa *ref = &qtts_conv_isa_ref;
+    CHECK(!ref->direct && qtts_conv_kc_for(ref, 48 << 10) == ref->kc, "scalar table keeps kc");
+    for (int i = 0; i < n_isas; i++) {
+        const qtts_conv_isa *t = isas[i];
+        const int big = qtts_conv_kc_for(t, 48 << 10);
+        CHECK(qtts_conv_kc_for(t, 32 << 10) == t->kc, "%s: a 32 KB L1 keeps kc", t->name);
+        CHECK(qtts_conv_kc_for(t, -1) == t->kc, "%s: an unknown L1 keeps kc", t->name);
+        CHECK(t->direct ? big == 128 : big == t->kc, "%s: kc %d on a 48 KB L1", t->name, big);
+    }
+    const qtts_conv_isa *a = qtts_conv_isa_active();
+    CHECK(a->kc == qtts_conv_kc_for(isas[0], sysconf(_SC_LEVEL1_DCACHE_SIZE)) &&
+              !strcmp(a->name, isas[0]->name),
+          "the active table is the best one at this CPU's kc");
 }
 
 static const qtts_conv_isa *ref_isa(void) { return &qtts_conv_isa_ref; }
@@ -587,6 +631,7 @@ int main(void) {
     TEST_RUN(test_conv_columns);
     TEST_RUN(test_conv_threads);
     TEST_RUN(test_conv_public);
+    TEST_RUN(test_conv_kc_rule);
     TEST_RUN(test_conv_wino);
     TEST_RUN(test_conv_bf16);
     TEST_RUN(test_snake);
