@@ -160,8 +160,7 @@ int qtts_conv_isa_usable(const qtts_conv_isa **out, int cap) {
     return n;
 }
 
-static const qtts_conv_isa *active;
-static qtts_conv_isa active_tuned;   /* the best table with this CPU's kc (qtts_conv_kc_for) */
+static qtts_conv_isa active;   /* the best table, with this CPU's kc (qtts_conv_kc_for) */
 static size_t l2_bytes;
 static pthread_once_t active_once = PTHREAD_ONCE_INIT;
 
@@ -172,16 +171,15 @@ int qtts_conv_kc_for(const qtts_conv_isa *isa, long l1d) {
 static void pick_active(void) {
     const qtts_conv_isa *t[4];
     qtts_conv_isa_usable(t, 4);
-    active_tuned = *t[0];
-    active_tuned.kc = qtts_conv_kc_for(t[0], sysconf(_SC_LEVEL1_DCACHE_SIZE));
-    active = &active_tuned;
+    active = *t[0];
+    active.kc = qtts_conv_kc_for(t[0], sysconf(_SC_LEVEL1_DCACHE_SIZE));
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     l2_bytes = l2 >= (64 << 10) && l2 <= (64 << 20) ? (size_t)l2 : (size_t)1 << 20;
 }
 
 const qtts_conv_isa *qtts_conv_isa_active(void) {
     pthread_once(&active_once, pick_active);
-    return active;
+    return &active;
 }
 
 const char *qtts_conv_isa_name(void) { return qtts_conv_isa_active()->name; }

@@ -321,9 +321,9 @@ void qtts_matmul_prefetch_next(int count, const qtts_mat *const *W, bool swiglu)
     for (int p = 0; p < PF_PARTS; p++) {
         uintptr_t at[2] = {0, 0};
         size_t len[2] = {0, 0};
-        int a, b;
+        int a = 0, b = 0;   /* participants past the pool's get no region */
         if (p < threads) qtts_steal_home(units, threads, p, &a, &b);
-        for (int m = 0; p < threads && a < b && m < s.tasked; m++) {
+        for (int m = 0; a < b && m < s.tasked; m++) {
             int r0, r1;
             if (!unit_rows(&s, m, a, b, &r0, &r1)) continue;
             const size_t stride = qtts_mat_stride(W[m]);
