@@ -266,11 +266,16 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
  * the weight streams in flight. Wider rows keep 4-row blocks: an 8-row
  * block of 3072 columns (14 KB at Q4_0) moves the first prefetch to a whole
  * block ahead, past what L1 holds for a resident matrix, and cost the code
- * predictor ~4%. Prefill and larger batches keep the 4 x 4 tiles. */
+ * predictor ~4%; a matrix streamed from DRAM (the talker's down
+ * projection, 1024 x 3072) takes 8-row blocks as well, its L2 prefetch
+ * unbounded by L1: `bench_kernels` read it at 93% of the probe against
+ * 86-87%, and the talker step took 0.986 of the time (`ab_pairs`, 0.6B
+ * int4). Prefill and larger batches keep the 4 x 4 tiles. */
 #define DECODE_BLOCK_MAX_COLS 2048
 
 INLINE void mm_quant(const qtts_mm_job *j, int r0, int r1, const bool q4) {
-    const int B = j->n < 4 && j->W->cols <= DECODE_BLOCK_MAX_COLS ? 8 : 4;   /* rows a block */
+    const int B =   /* rows a block */
+        j->n < 4 && (j->W->cols <= DECODE_BLOCK_MAX_COLS || !j->W->resident) ? 8 : 4;
     for (int rb = r0; rb < r1; rb += B) {
         const int nr = QTTS_MIN(B, r1 - rb);
         int t = 0;
