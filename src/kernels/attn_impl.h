@@ -125,17 +125,28 @@ ATTN_INLINE void attn_load16kv(qtts_v16f *v, const void *p, size_t i, const bool
 #endif
 }
 
-/* Rows of K or V a position block prefetches ahead of its own: 16 fp32
- * rows (8 KB for 128-wide heads), or as many bytes of bf16 rows (32). A
- * long context's cache (28 layers x 8 heads x 512 B per position, K and V,
- * in fp32: 115 MB at 500 positions) streams from DRAM every step, and the
- * hardware prefetchers alone ramp up at every 4 KB page. */
-#define ATTN_PF_ROWS(bf16) ((bf16) ? 32 : 16)
+/* Rows of K or V prefetched ahead of the ones being read, in two steps as
+ * the matmuls' weights (kernels_impl.h): to L2 ATTN_PF_FAR rows ahead
+ * (16 KB of 128-wide heads), then to L1 ATTN_PF_NEAR rows ahead (2 KB). A
+ * long context's cache (28 layers x 8 heads x 256 B per position, K and
+ * V, in bf16: 57 MB at 500 positions) streams from DRAM every step, and
+ * the hardware prefetchers alone ramp up at every 4 KB page. A single L1
+ * prefetch 8 KB ahead held the core's few L1 miss buffers for a whole
+ * DRAM round trip: one thread read a cold layer's K/V (8 heads, 430
+ * positions) at ~10 GB/s that way and at ~14 GB/s with the two steps, and
+ * at 1000-1060 positions the talker step took 0.973 of the time
+ * (`ab_pairs`, 0.6B int4; within the noise at 23-123 positions, where a
+ * head's rows are read before any prefetch could land). */
+#define ATTN_PF_NEAR(bf16) ((bf16) ? 8 : 4)
+#define ATTN_PF_FAR(bf16) ((bf16) ? 64 : 32)
 
-/* The lines of one row of d elements. */
-ATTN_INLINE void attn_prefetch_row(const void *r, int d, const bool bf16) {
+/* The lines of one row of d elements, to L1 (l1) or to L2. */
+ATTN_INLINE void attn_prefetch_row(const void *r, int d, const bool bf16, const bool l1) {
     const size_t bytes = (size_t)d * (bf16 ? 2 : 4);
-    for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch((const char *)r + i, 0, 3);
+    if (l1)
+        for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch((const char *)r + i, 0, 3);
+    else
+        for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch((const char *)r + i, 0, 2);
 }
 
 /* One block of four positions (k0: the first one's row) against one or
@@ -236,12 +247,14 @@ ATTN_INLINE void attn_scores4_x2(float *s, size_t lds, const float *q, const int
  * two heads at a time (grouped-query attention). */
 ATTN_INLINE void attn_scores_t(float *scores, size_t lds, const float *q, int nh, const void *k,
                                size_t ldk, int ctx, int d, float scale, const bool bf16) {
-    const int pf = ATTN_PF_ROWS(bf16);
+    const int near = ATTN_PF_NEAR(bf16), far = ATTN_PF_FAR(bf16);
     int j = 0;
     for (; j + 4 <= ctx; j += 4) {   /* four positions at once: independent chains */
         const void *k0 = attn_at(k, (size_t)j * ldk, bf16);
-        for (int r = 0; r < 4 && j + pf + r < ctx; r++)
-            attn_prefetch_row(attn_at(k0, (size_t)(pf + r) * ldk, bf16), d, bf16);
+        for (int r = 0; r < 4 && j + near + r < ctx; r++)
+            attn_prefetch_row(attn_at(k0, (size_t)(near + r) * ldk, bf16), d, bf16, true);
+        for (int r = 0; r < 4 && j + far + r < ctx; r++)
+            attn_prefetch_row(attn_at(k0, (size_t)(far + r) * ldk, bf16), d, bf16, false);
         int h = 0;
 #if defined(__AVX512F__)
         if (d % 8 == 0) {
@@ -292,7 +305,7 @@ static void attn_scores_bf16_v(float *scores, size_t lds, const float *q, int nh
 
 ATTN_INLINE void attn_out64(float *o, const float *p, size_t ldp, const int nh, const void *v,
                             size_t ldv, int ctx, int d, bool pf, bool acc, const bool bf16) {
-    const int dist = ATTN_PF_ROWS(bf16);
+    const int near = ATTN_PF_NEAR(bf16), far = ATTN_PF_FAR(bf16);
     qtts_v16f o0 = {0}, o1 = {0}, o2 = {0}, o3 = {0}, u0 = {0}, u1 = {0}, u2 = {0}, u3 = {0};
     if (acc) {
         memcpy(&o0, o, sizeof o0);
@@ -308,7 +321,10 @@ ATTN_INLINE void attn_out64(float *o, const float *p, size_t ldp, const int nh, 
     }
     for (int j = 0; j < ctx; j++) {
         const void *vj = attn_at(v, (size_t)j * ldv, bf16);
-        if (pf && j + dist < ctx) attn_prefetch_row(attn_at(vj, (size_t)dist * ldv, bf16), d, bf16);
+        if (pf && j + near < ctx)
+            attn_prefetch_row(attn_at(vj, (size_t)near * ldv, bf16), d, bf16, true);
+        if (pf && j + far < ctx)
+            attn_prefetch_row(attn_at(vj, (size_t)far * ldv, bf16), d, bf16, false);
         qtts_v16f w0, w1, w2, w3;
         attn_load16kv(&w0, vj, 0, bf16);
         attn_load16kv(&w1, vj, 16, bf16);
