@@ -136,12 +136,28 @@ ATTN_INLINE void attn_load16kv(qtts_v16f *v, const void *p, size_t i, const bool
  * positions) at ~10 GB/s that way and at ~14 GB/s with the two steps, and
  * at 1000-1060 positions the talker step took 0.973 of the time
  * (`ab_pairs`, 0.6B int4; within the noise at 23-123 positions, where a
- * head's rows are read before any prefetch could land). */
+ * head's rows are read before any prefetch could land).
+ * The prefetch runs on past a call's last row into the rows its caller
+ * names as read next (kernels.h: next): the talker's cache comes in
+ * chunks of 128 positions, one call each, and K's last chunk is followed
+ * by V's first. Stopping at each call's end left the first 64 rows of
+ * every chunk, and of V, cold: carried across, the talker step took 0.930
+ * of the time at 1000-1060 positions (talker + code predictor 0.956) and
+ * 0.98 at 23-123 (`ab_pairs`, 0.6B int4, 8 rounds each). */
 #define ATTN_PF_NEAR(bf16) ((bf16) ? 8 : 4)
 #define ATTN_PF_FAR(bf16) ((bf16) ? 64 : 32)
 
-/* The lines of one row of d elements, to L1 (l1) or to L2. */
-ATTN_INLINE void attn_prefetch_row(const void *r, int d, const bool bf16, const bool l1) {
+/* The lines of row j of d elements, to L1 (l1) or to L2: row j of the
+ * call's ctx rows at p, and past them row j - ctx of the next_rows rows at
+ * next (the next piece of a chunked cache, or V after K: kernels.h), so
+ * the two-step prefetch runs on across the end of a call. Rows past both
+ * are not touched. */
+ATTN_INLINE void attn_prefetch_row(const void *p, size_t ld, int ctx, const void *next,
+                                   int next_rows, int j, int d, const bool bf16, const bool l1) {
+    const void *r;
+    if (j < ctx) r = attn_at(p, (size_t)j * ld, bf16);
+    else if (j - ctx < next_rows) r = attn_at(next, (size_t)(j - ctx) * ld, bf16);
+    else return;
     const size_t bytes = (size_t)d * (bf16 ? 2 : 4);
     if (l1)
         for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch((const char *)r + i, 0, 3);
@@ -246,15 +262,16 @@ ATTN_INLINE void attn_scores4_x2(float *s, size_t lds, const float *q, const int
 /* scores[h * lds + j] for nh heads sharing K: each K row is read once for
  * two heads at a time (grouped-query attention). */
 ATTN_INLINE void attn_scores_t(float *scores, size_t lds, const float *q, int nh, const void *k,
-                               size_t ldk, int ctx, int d, float scale, const bool bf16) {
+                               size_t ldk, int ctx, int d, float scale, const void *next,
+                               int next_rows, const bool bf16) {
     const int near = ATTN_PF_NEAR(bf16), far = ATTN_PF_FAR(bf16);
     int j = 0;
     for (; j + 4 <= ctx; j += 4) {   /* four positions at once: independent chains */
         const void *k0 = attn_at(k, (size_t)j * ldk, bf16);
-        for (int r = 0; r < 4 && j + near + r < ctx; r++)
-            attn_prefetch_row(attn_at(k0, (size_t)(near + r) * ldk, bf16), d, bf16, true);
-        for (int r = 0; r < 4 && j + far + r < ctx; r++)
-            attn_prefetch_row(attn_at(k0, (size_t)(far + r) * ldk, bf16), d, bf16, false);
+        for (int r = 0; r < 4; r++)
+            attn_prefetch_row(k, ldk, ctx, next, next_rows, j + near + r, d, bf16, true);
+        for (int r = 0; r < 4; r++)
+            attn_prefetch_row(k, ldk, ctx, next, next_rows, j + far + r, d, bf16, false);
         int h = 0;
 #if defined(__AVX512F__)
         if (d % 8 == 0) {
@@ -283,13 +300,15 @@ ATTN_INLINE void attn_scores_t(float *scores, size_t lds, const float *q, int nh
 }
 
 static void attn_scores_v(float *scores, size_t lds, const float *q, int nh, const float *k,
-                          size_t ldk, int ctx, int d, float scale) {
-    attn_scores_t(scores, lds, q, nh, k, ldk, ctx, d, scale, false);
+                          size_t ldk, int ctx, int d, float scale, const void *next,
+                          int next_rows) {
+    attn_scores_t(scores, lds, q, nh, k, ldk, ctx, d, scale, next, next_rows, false);
 }
 
 static void attn_scores_bf16_v(float *scores, size_t lds, const float *q, int nh,
-                               const uint16_t *k, size_t ldk, int ctx, int d, float scale) {
-    attn_scores_t(scores, lds, q, nh, k, ldk, ctx, d, scale, true);
+                               const uint16_t *k, size_t ldk, int ctx, int d, float scale,
+                               const void *next, int next_rows) {
+    attn_scores_t(scores, lds, q, nh, k, ldk, ctx, d, scale, next, next_rows, true);
 }
 
 /* out[h * d + i] for nh heads sharing V: 64 outputs at a time held in
@@ -304,7 +323,8 @@ static void attn_scores_bf16_v(float *scores, size_t lds, const float *q, int nh
 #endif
 
 ATTN_INLINE void attn_out64(float *o, const float *p, size_t ldp, const int nh, const void *v,
-                            size_t ldv, int ctx, int d, bool pf, bool acc, const bool bf16) {
+                            size_t ldv, int ctx, int d, bool pf, const void *next, int next_rows,
+                            bool acc, const bool bf16) {
     const int near = ATTN_PF_NEAR(bf16), far = ATTN_PF_FAR(bf16);
     qtts_v16f o0 = {0}, o1 = {0}, o2 = {0}, o3 = {0}, u0 = {0}, u1 = {0}, u2 = {0}, u3 = {0};
     if (acc) {
@@ -321,10 +341,10 @@ ATTN_INLINE void attn_out64(float *o, const float *p, size_t ldp, const int nh, 
     }
     for (int j = 0; j < ctx; j++) {
         const void *vj = attn_at(v, (size_t)j * ldv, bf16);
-        if (pf && j + near < ctx)
-            attn_prefetch_row(attn_at(vj, (size_t)near * ldv, bf16), d, bf16, true);
-        if (pf && j + far < ctx)
-            attn_prefetch_row(attn_at(vj, (size_t)far * ldv, bf16), d, bf16, false);
+        if (pf) {
+            attn_prefetch_row(v, ldv, ctx, next, next_rows, j + near, d, bf16, true);
+            attn_prefetch_row(v, ldv, ctx, next, next_rows, j + far, d, bf16, false);
+        }
         qtts_v16f w0, w1, w2, w3;
         attn_load16kv(&w0, vj, 0, bf16);
         attn_load16kv(&w1, vj, 16, bf16);
@@ -356,18 +376,21 @@ ATTN_INLINE void attn_out64(float *o, const float *p, size_t ldp, const int nh, 
 }
 
 ATTN_INLINE void attn_out_t(float *out, const float *p, size_t ldp, int nh, const void *v,
-                            size_t ldv, int ctx, int d, bool acc, const bool bf16) {
+                            size_t ldv, int ctx, int d, bool acc, const void *next,
+                            int next_rows, const bool bf16) {
     for (int h = 0; h < nh;) {
         const int two = ATTN_OUT_PAIR && h + 2 <= nh;
         const float *ph = p + h * ldp;
         float *oh = out + (size_t)h * d;
         int i = 0;
         for (; i + 64 <= d; i += 64) {
-            /* the first pass over the rows prefetches whole rows ahead */
+            /* the first pass over the rows prefetches whole rows ahead, and
+             * next's first rows as it ends */
             const bool pf = h == 0 && i == 0;
             const void *vi = attn_at(v, (size_t)i, bf16);
-            if (two) attn_out64(oh + i, ph, ldp, 2, vi, ldv, ctx, d, pf, acc, bf16);
-            else attn_out64(oh + i, ph, ldp, 1, vi, ldv, ctx, d, pf, acc, bf16);
+            if (two)
+                attn_out64(oh + i, ph, ldp, 2, vi, ldv, ctx, d, pf, next, next_rows, acc, bf16);
+            else attn_out64(oh + i, ph, ldp, 1, vi, ldv, ctx, d, pf, next, next_rows, acc, bf16);
         }
         for (int hh = 0; hh < 1 + two; hh++)
             for (int ii = i; ii < d; ii++) {
@@ -381,13 +404,14 @@ ATTN_INLINE void attn_out_t(float *out, const float *p, size_t ldp, int nh, cons
 }
 
 static void attn_out_v(float *out, const float *p, size_t ldp, int nh, const float *v,
-                       size_t ldv, int ctx, int d, bool acc) {
-    attn_out_t(out, p, ldp, nh, v, ldv, ctx, d, acc, false);
+                       size_t ldv, int ctx, int d, bool acc, const void *next, int next_rows) {
+    attn_out_t(out, p, ldp, nh, v, ldv, ctx, d, acc, next, next_rows, false);
 }
 
 static void attn_out_bf16_v(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
-                            size_t ldv, int ctx, int d, bool acc) {
-    attn_out_t(out, p, ldp, nh, v, ldv, ctx, d, acc, true);
+                            size_t ldv, int ctx, int d, bool acc, const void *next,
+                            int next_rows) {
+    attn_out_t(out, p, ldp, nh, v, ldv, ctx, d, acc, next, next_rows, true);
 }
 
 #endif

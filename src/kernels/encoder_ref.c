@@ -104,7 +104,9 @@ void qtts_vq_nearest_rows(const float *r, int nr, const float *cb, const float *
             const int m = count - j0 < CW ? count - j0 : CW;
             /* the rows as the "heads" of one call: each codeword is loaded
              * once for two rows, and every dot keeps its own order */
-            qtts_attn_scores(dots, CW, rr, n, cb + (size_t)j0 * dim, (size_t)dim, m, dim, 1.0f);
+            const int left = count - j0 - m;   /* the next piece's rows, prefetched */
+            qtts_attn_scores(dots, CW, rr, n, cb + (size_t)j0 * dim, (size_t)dim, m, dim, 1.0f,
+                             cb + (size_t)(j0 + m) * dim, left < CW ? left : CW);
             for (int i = 0; i < n; i++)
                 for (int k = 0; k < m; k++) {
                     float d2 = (-2.0f * dots[i * CW + k] + rn[i]) + cb_sq[j0 + k];

@@ -517,23 +517,25 @@ uint64_t qtts_stream_read(const void *p, size_t n) {
 }
 
 void qtts_attn_scores(float *scores, size_t lds, const float *q, int nh, const float *k,
-                      size_t ldk, int ctx, int d, float scale) {
-    qtts_isa_active()->attn_scores(scores, lds, q, nh, k, ldk, ctx, d, scale);
+                      size_t ldk, int ctx, int d, float scale, const void *next, int next_rows) {
+    qtts_isa_active()->attn_scores(scores, lds, q, nh, k, ldk, ctx, d, scale, next, next_rows);
 }
 
 void qtts_attn_out(float *out, const float *p, size_t ldp, int nh, const float *v, size_t ldv,
-                   int ctx, int d, bool acc) {
-    qtts_isa_active()->attn_out(out, p, ldp, nh, v, ldv, ctx, d, acc);
+                   int ctx, int d, bool acc, const void *next, int next_rows) {
+    qtts_isa_active()->attn_out(out, p, ldp, nh, v, ldv, ctx, d, acc, next, next_rows);
 }
 
 void qtts_attn_scores_bf16(float *scores, size_t lds, const float *q, int nh, const uint16_t *k,
-                           size_t ldk, int ctx, int d, float scale) {
-    qtts_isa_active()->attn_scores_bf16(scores, lds, q, nh, k, ldk, ctx, d, scale);
+                           size_t ldk, int ctx, int d, float scale, const void *next,
+                           int next_rows) {
+    qtts_isa_active()->attn_scores_bf16(scores, lds, q, nh, k, ldk, ctx, d, scale, next,
+                                        next_rows);
 }
 
 void qtts_attn_out_bf16(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
-                        size_t ldv, int ctx, int d, bool acc) {
-    qtts_isa_active()->attn_out_bf16(out, p, ldp, nh, v, ldv, ctx, d, acc);
+                        size_t ldv, int ctx, int d, bool acc, const void *next, int next_rows) {
+    qtts_isa_active()->attn_out_bf16(out, p, ldp, nh, v, ldv, ctx, d, acc, next, next_rows);
 }
 
 void qtts_f32_to_bf16_row(uint16_t *dst, const float *src, size_t n) {

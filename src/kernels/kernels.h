@@ -205,11 +205,16 @@ float qtts_dot_f32(const float *a, const float *b, int n);
  * j < ctx, and out[h*d + i] = sum_{j < ctx} p[h*ldp + j] * v[j*ldv + i]
  * (i < d), increasing j, a multiply then an add per term, from 0; with
  * acc, from out's values instead, so that calls over consecutive pieces of
- * a context (each piece's p and v) give the bits of one call over all. */
+ * a context (each piece's p and v) give the bits of one call over all.
+ * next (NULL for none) is where the caller reads next_rows rows of the
+ * same format and stride right after this call: the next piece of the
+ * context, or V's first rows after K's last piece. The SIMD paths
+ * prefetch them as the call nears its end, so that a context in pieces
+ * streams like one; nothing is read from them, and no result changes. */
 void qtts_attn_scores(float *scores, size_t lds, const float *q, int nh, const float *k,
-                      size_t ldk, int ctx, int d, float scale);
+                      size_t ldk, int ctx, int d, float scale, const void *next, int next_rows);
 void qtts_attn_out(float *out, const float *p, size_t ldp, int nh, const float *v, size_t ldv,
-                   int ctx, int d, bool acc);
+                   int ctx, int d, bool acc, const void *next, int next_rows);
 
 /* The same over a bf16 K/V cache (the talker's, when the engine asks for
  * one: half the bytes that every decode step reads). Each value is
@@ -217,9 +222,10 @@ void qtts_attn_out(float *out, const float *p, size_t ldp, int nh, const float *
  * cache. qtts_f32_to_bf16_row rounds a row into such a cache (to nearest
  * even, qtts_f32_to_bf16). */
 void qtts_attn_scores_bf16(float *scores, size_t lds, const float *q, int nh, const uint16_t *k,
-                           size_t ldk, int ctx, int d, float scale);
+                           size_t ldk, int ctx, int d, float scale, const void *next,
+                           int next_rows);
 void qtts_attn_out_bf16(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
-                        size_t ldv, int ctx, int d, bool acc);
+                        size_t ldv, int ctx, int d, bool acc, const void *next, int next_rows);
 void qtts_f32_to_bf16_row(uint16_t *dst, const float *src, size_t n);
 void qtts_bf16_to_f32_row(float *dst, const uint16_t *src, size_t n);   /* exact */
 

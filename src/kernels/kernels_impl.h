@@ -215,14 +215,15 @@ typedef struct {
     void (*quantize_act)(const float *x, int cols, int8_t *q, float *d);
     /* qtts_attn_scores / qtts_attn_out (kernels.h; attn_impl.h) */
     void (*attn_scores)(float *scores, size_t lds, const float *q, int nh, const float *k,
-                        size_t ldk, int ctx, int d, float scale);
+                        size_t ldk, int ctx, int d, float scale, const void *next, int next_rows);
     void (*attn_out)(float *out, const float *p, size_t ldp, int nh, const float *v, size_t ldv,
-                     int ctx, int d, bool acc);
+                     int ctx, int d, bool acc, const void *next, int next_rows);
     /* the same over a bf16 cache (qtts_attn_scores_bf16 / qtts_attn_out_bf16) */
     void (*attn_scores_bf16)(float *scores, size_t lds, const float *q, int nh,
-                             const uint16_t *k, size_t ldk, int ctx, int d, float scale);
+                             const uint16_t *k, size_t ldk, int ctx, int d, float scale,
+                             const void *next, int next_rows);
     void (*attn_out_bf16)(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
-                          size_t ldv, int ctx, int d, bool acc);
+                          size_t ldv, int ctx, int d, bool acc, const void *next, int next_rows);
 } qtts_isa;
 
 extern const qtts_isa qtts_isa_ref;

@@ -133,17 +133,19 @@ static void mm_quant(const qtts_mm_job *j, int r0, int r1, bool q4) {
 static void mm_q8_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, false); }
 static void mm_q4_0(const qtts_mm_job *j, int r0, int r1) { mm_quant(j, r0, r1, true); }
 
-/* ==== attention (the orders of kernels.h, as plain loops) ================= */
+/* ==== attention (the orders of kernels.h, as plain loops; no prefetch, so
+ * next is unused) ========================================================= */
 
 static void attn_scores_ref(float *scores, size_t lds, const float *q, int nh, const float *k,
-                            size_t ldk, int ctx, int d, float scale) {
+                            size_t ldk, int ctx, int d, float scale, const void *next,
+                            int next_rows) {
     for (int h = 0; h < nh; h++)
         for (int j = 0; j < ctx; j++)
             scores[h * lds + j] = qtts_dot_f32(q + (size_t)h * d, k + (size_t)j * ldk, d) * scale;
 }
 
 static void attn_out_ref(float *out, const float *p, size_t ldp, int nh, const float *v,
-                         size_t ldv, int ctx, int d, bool acc) {
+                         size_t ldv, int ctx, int d, bool acc, const void *next, int next_rows) {
     for (int h = 0; h < nh; h++) {
         float *o = out + (size_t)h * d;
         if (!acc)
@@ -154,14 +156,16 @@ static void attn_out_ref(float *out, const float *p, size_t ldp, int nh, const f
 }
 
 static void attn_scores_bf16_ref(float *scores, size_t lds, const float *q, int nh,
-                                 const uint16_t *k, size_t ldk, int ctx, int d, float scale) {
+                                 const uint16_t *k, size_t ldk, int ctx, int d, float scale,
+                                 const void *next, int next_rows) {
     for (int h = 0; h < nh; h++)
         for (int j = 0; j < ctx; j++)
             scores[h * lds + j] = dot_bf16(k + (size_t)j * ldk, q + (size_t)h * d, d) * scale;
 }
 
 static void attn_out_bf16_ref(float *out, const float *p, size_t ldp, int nh, const uint16_t *v,
-                              size_t ldv, int ctx, int d, bool acc) {
+                              size_t ldv, int ctx, int d, bool acc, const void *next,
+                              int next_rows) {
     for (int h = 0; h < nh; h++) {
         float *o = out + (size_t)h * d;
         if (!acc)

@@ -737,9 +737,10 @@ static void attn_head(void *ctx, int hh) {
         const float *qi = a->q + (size_t)i * qd + hh * D;
         const float *kb = a->k + (size_t)(lo - a->base) * kvd + kh * D;
         const float *vb = a->v + (size_t)(lo - a->base) * kvd + kh * D;
-        qtts_attn_scores(sc, 0, qi, 1, kb, (size_t)kvd, nk, D, a->scale);
+        qtts_attn_scores(sc, 0, qi, 1, kb, (size_t)kvd, nk, D, a->scale, NULL, 0);
         qtts_softmax(sc, nk);
-        qtts_attn_out(a->att + (size_t)i * qd + hh * D, sc, 0, 1, vb, (size_t)kvd, nk, D, false);
+        qtts_attn_out(a->att + (size_t)i * qd + hh * D, sc, 0, 1, vb, (size_t)kvd, nk, D, false,
+                      NULL, 0);
     }
 }
 

@@ -535,10 +535,10 @@ static void enc_attn_head(void *ctx, int hh) {
     float *sc = a->sc + (size_t)hh * a->T;
     for (int i = 0; i < a->T; i++) {
         const float *qi = a->q + (size_t)i * qd + hh * D;
-        qtts_attn_scores(sc, 0, qi, 1, a->k + kh * D, (size_t)kvd, i + 1, D, a->scale);
+        qtts_attn_scores(sc, 0, qi, 1, a->k + kh * D, (size_t)kvd, i + 1, D, a->scale, NULL, 0);
         qtts_softmax(sc, i + 1);
         qtts_attn_out(a->att + (size_t)i * qd + hh * D, sc, 0, 1, a->v + kh * D, (size_t)kvd,
-                      i + 1, D, false);
+                      i + 1, D, false, NULL, 0);
     }
 }
 

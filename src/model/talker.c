@@ -631,26 +631,33 @@ static void kv_store(void *cache, size_t i, const float *x, int hd, bool bf16) {
  * rows (fp32 or bf16) come in chunks of `chunk` contiguous [hd] rows, chunk
  * i at kc/vc + i * chunk_stride elements; each chunk is one kernel call,
  * the output's sums continued across them, so the bits are those of one
- * call over contiguous rows (kernels.h). */
+ * call over contiguous rows (kernels.h). Each call names the rows read
+ * after it (K's next chunk; after K's last, V's first; V's next chunk),
+ * so that its prefetch runs on into them (attn_impl.h). */
 static void attend_heads(const float *q, int nh, const void *kc, const void *vc, bool bf16,
                          int ctx, int chunk, size_t chunk_stride, int hd, float *out,
                          float *scores) {
     const float scale = (float)(1.0 / sqrt((double)hd));
     for (int j0 = 0; j0 < ctx; j0 += chunk) {
-        const int m = QTTS_MIN(chunk, ctx - j0);
-        const void *k = kv_at(kc, (size_t)(j0 / chunk) * chunk_stride, bf16);
+        const int m = QTTS_MIN(chunk, ctx - j0), c = j0 / chunk;
+        const void *k = kv_at(kc, (size_t)c * chunk_stride, bf16);
         float *s = scores + j0;
-        if (bf16) qtts_attn_scores_bf16(s, (size_t)ctx, q, nh, k, (size_t)hd, m, hd, scale);
-        else qtts_attn_scores(s, (size_t)ctx, q, nh, k, (size_t)hd, m, hd, scale);
+        /* what is read next: K's next chunk, or V's first after K's last */
+        const void *nx = j0 + m < ctx ? kv_at(kc, (size_t)(c + 1) * chunk_stride, bf16) : vc;
+        const int nn = QTTS_MIN(chunk, j0 + m < ctx ? ctx - j0 - m : ctx);
+        if (bf16) qtts_attn_scores_bf16(s, (size_t)ctx, q, nh, k, (size_t)hd, m, hd, scale, nx, nn);
+        else qtts_attn_scores(s, (size_t)ctx, q, nh, k, (size_t)hd, m, hd, scale, nx, nn);
     }
     for (int h = 0; h < nh; h++) qtts_softmax(scores + (size_t)h * ctx, ctx);
     for (int j0 = 0; j0 < ctx; j0 += chunk) {
-        const int m = QTTS_MIN(chunk, ctx - j0);
-        const void *v = kv_at(vc, (size_t)(j0 / chunk) * chunk_stride, bf16);
+        const int m = QTTS_MIN(chunk, ctx - j0), c = j0 / chunk;
+        const void *v = kv_at(vc, (size_t)c * chunk_stride, bf16);
         const float *p = scores + j0;
         const bool acc = j0 > 0;   /* continue the sums of the chunks before */
-        if (bf16) qtts_attn_out_bf16(out, p, (size_t)ctx, nh, v, (size_t)hd, m, hd, acc);
-        else qtts_attn_out(out, p, (size_t)ctx, nh, v, (size_t)hd, m, hd, acc);
+        const void *nx = j0 + m < ctx ? kv_at(vc, (size_t)(c + 1) * chunk_stride, bf16) : NULL;
+        const int nn = nx ? QTTS_MIN(chunk, ctx - j0 - m) : 0;
+        if (bf16) qtts_attn_out_bf16(out, p, (size_t)ctx, nh, v, (size_t)hd, m, hd, acc, nx, nn);
+        else qtts_attn_out(out, p, (size_t)ctx, nh, v, (size_t)hd, m, hd, acc, nx, nn);
     }
 }
 
