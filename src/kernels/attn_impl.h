@@ -141,10 +141,10 @@ ATTN_INLINE void attn_load16kv(qtts_v16f *v, const void *p, size_t i, const bool
  * names as read next (kernels.h: next): the talker's cache comes in
  * chunks of 128 positions, one call each, and K's last chunk is followed
  * by V's first. Stopping at each call's end left the first 64 rows of
- * every chunk, and of V, cold: carried across, the talker step took 0.930
- * of the time at 1000-1060 positions (talker + code predictor 0.956), 0.953
- * at 400-460 and 0.98 at 23-123 (`ab_pairs` on an AMD EPYC (Zen 4) host,
- * 0.6B int4, 6-8 rounds each). */
+ * every chunk, and of V, without a software prefetch: carried across, the
+ * talker step took 0.930 of the time at 1000-1060 positions (talker + code
+ * predictor 0.956), 0.953 at 400-460 and 0.98 at 23-123 (`ab_pairs` on an
+ * AMD EPYC (Zen 4) host, 0.6B int4, 6-8 rounds each). */
 #define ATTN_PF_NEAR(bf16) ((bf16) ? 8 : 4)
 #define ATTN_PF_FAR(bf16) ((bf16) ? 64 : 32)
 

@@ -640,22 +640,24 @@ static void attend_heads(const float *q, int nh, const void *kc, const void *vc,
     const float scale = (float)(1.0 / sqrt((double)hd));
     for (int j0 = 0; j0 < ctx; j0 += chunk) {
         const int m = QTTS_MIN(chunk, ctx - j0), c = j0 / chunk;
+        const bool last = j0 + m == ctx;
         const void *k = kv_at(kc, (size_t)c * chunk_stride, bf16);
         float *s = scores + j0;
         /* what is read next: K's next chunk, or V's first after K's last */
-        const void *nx = j0 + m < ctx ? kv_at(kc, (size_t)(c + 1) * chunk_stride, bf16) : vc;
-        const int nn = QTTS_MIN(chunk, j0 + m < ctx ? ctx - j0 - m : ctx);
+        const void *nx = last ? vc : kv_at(kc, (size_t)(c + 1) * chunk_stride, bf16);
+        const int nn = QTTS_MIN(chunk, last ? ctx : ctx - j0 - m);
         if (bf16) qtts_attn_scores_bf16(s, (size_t)ctx, q, nh, k, (size_t)hd, m, hd, scale, nx, nn);
         else qtts_attn_scores(s, (size_t)ctx, q, nh, k, (size_t)hd, m, hd, scale, nx, nn);
     }
     for (int h = 0; h < nh; h++) qtts_softmax(scores + (size_t)h * ctx, ctx);
     for (int j0 = 0; j0 < ctx; j0 += chunk) {
         const int m = QTTS_MIN(chunk, ctx - j0), c = j0 / chunk;
+        const bool last = j0 + m == ctx;
         const void *v = kv_at(vc, (size_t)c * chunk_stride, bf16);
         const float *p = scores + j0;
         const bool acc = j0 > 0;   /* continue the sums of the chunks before */
-        const void *nx = j0 + m < ctx ? kv_at(vc, (size_t)(c + 1) * chunk_stride, bf16) : NULL;
-        const int nn = nx ? QTTS_MIN(chunk, ctx - j0 - m) : 0;
+        const void *nx = last ? NULL : kv_at(vc, (size_t)(c + 1) * chunk_stride, bf16);
+        const int nn = last ? 0 : QTTS_MIN(chunk, ctx - j0 - m);
         if (bf16) qtts_attn_out_bf16(out, p, (size_t)ctx, nh, v, (size_t)hd, m, hd, acc, nx, nn);
         else qtts_attn_out(out, p, (size_t)ctx, nh, v, (size_t)hd, m, hd, acc, nx, nn);
     }
