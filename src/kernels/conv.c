@@ -493,6 +493,69 @@ static bool narrow_run(const qtts_conv_isa *isa, const qtts_conv_bf16_isa *bf,
     return true;
 }
 
+/* The blocking and task split of c on n columns (the tiles' path): j gets
+ * everything but y, x and ws; returns the task count, and *parallel
+ * whether they go to the pool. */
+static int plan_tiles(conv_job *j, const qtts_conv_isa *isa, const qtts_conv_bf16_isa *bf,
+                      const qtts_conv1d *c, size_t ldy, size_t ldx, int n, bool accumulate,
+                      bool *parallel) {
+    const int nr = bf ? bf->nr : isa->nr, kc = bf ? bf->kc : isa->kc;
+    *j = (conv_job){.isa = bf ? NULL : isa, .bf = bf, .nr = nr, .tile = bf ? bf->tile : isa->tile,
+                    .c = c, .ldy = ldy, .ldx = ldx, .n = n,
+                    .K = c->taps * c->cin, .ngroups = ceil_div(c->cout, MR),
+                    .ntiles = ceil_div(n, nr), .accumulate = accumulate};
+    j->nkb = ceil_div(j->K, kc);
+    j->kc = kc;
+    /* Weight block (groups x 8 x kc) in a quarter of the L2. */
+    const size_t l2 = l2_bytes;
+    int gpt = (int)QTTS_MAX((size_t)1, l2 / 4 / (sizeof(float) * MR * (size_t)QTTS_MIN(kc, j->K)));
+    gpt = QTTS_MIN(gpt, j->ngroups);
+    int nmc = ceil_div(j->ngroups, gpt);
+    /* accumulators in a quarter of the L2, panels in another */
+    int tpt = (int)QTTS_MAX((size_t)1, l2 / 4 / (sizeof(float) * MR * nr * (size_t)gpt));
+    tpt = QTTS_MIN(tpt, (int)QTTS_MAX((size_t)1, l2 / 4 / (sizeof(float) * nr * (size_t)QTTS_MIN(kc, j->K))));
+    tpt = QTTS_MIN(tpt, j->ntiles);
+    int nnc = ceil_div(j->ntiles, tpt);
+    const int threads = qtts_threads_count();
+    const double macs = (double)c->cout * j->K * n;
+    *parallel = threads > 1 && macs >= MIN_PARALLEL_MACS;
+    /* Enough tasks that a slow thread does not hold the others up: split
+     * the rows first (the weights are still read once), down to 64 rows a
+     * task, then the columns (each column chunk reads its weights again). */
+    while (*parallel && nmc * nnc < TASKS_PER_THREAD * threads) {
+        if (gpt >= 16) nmc = ceil_div(j->ngroups, gpt = ceil_div(gpt, 2));
+        else if (tpt > 1) nnc = ceil_div(j->ntiles, tpt = ceil_div(tpt, 2));
+        else if (gpt > 1) nmc = ceil_div(j->ngroups, gpt = ceil_div(gpt, 2));
+        else break;
+    }
+    j->gpt = gpt = ceil_div(j->ngroups, nmc); /* balance the chunks */
+    j->tpt = tpt = ceil_div(j->ntiles, nnc);
+    j->nmc = nmc = ceil_div(j->ngroups, gpt);
+    nnc = ceil_div(j->ntiles, tpt);
+    return nmc * nnc;
+}
+
+/* Every tile of j, one group at a time on the stack (when no workspace
+ * can be had): the same bits. */
+static void run_unbuffered(const conv_job *j) {
+    _Alignas(64) float acc[MR * MAX_NR];
+    _Alignas(64) float xp[MAX_PANEL];
+    QTTS_ASSERT(j->nr <= MAX_NR && (size_t)j->nr * j->kc <= MAX_PANEL);
+    for (int ti = 0; ti < j->ntiles; ti++)
+        for (int g = 0; g < j->ngroups; g++) conv_block(j, g, g + 1, ti, ti + 1, acc, xp);
+}
+
+/* The narrow kernel where it applies; true when it ran. */
+static bool try_narrow(const qtts_conv_isa *isa, const qtts_conv_bf16_isa *bf, const qtts_conv1d *c,
+                       float *y, size_t ldy, const float *x, size_t ldx, int n, bool accumulate,
+                       qtts_conv_ws *ws) {
+    if (n > QTTS_CONV_NARROW_MAX || !(bf ? bf->narrow : isa->narrow)) return false;
+    qtts_conv_ws *own = ws ? NULL : qtts_conv_ws_new();
+    const bool done = narrow_run(isa, bf, c, y, ldy, x, ldx, n, accumulate, ws ? ws : own);
+    qtts_conv_ws_free(own);
+    return done;
+}
+
 void qtts_conv1d_run_isa(const qtts_conv_isa *isa, const qtts_conv1d *c, float *y, size_t ldy,
                          const float *x, size_t ldx, int n, bool accumulate, qtts_conv_ws *ws) {
     if (n <= 0) return;
@@ -500,63 +563,76 @@ void qtts_conv1d_run_isa(const qtts_conv_isa *isa, const qtts_conv1d *c, float *
     /* bf16 weights exist only where bf16_table() is usable (to_bf16) */
     const qtts_conv_bf16_isa *bf = c->wb ? bf16_table() : NULL;
     QTTS_ASSERT(bf || c->w);
-    if (n <= QTTS_CONV_NARROW_MAX && (bf ? bf->narrow : isa->narrow)) {
-        qtts_conv_ws *own = ws ? NULL : qtts_conv_ws_new();
-        const bool done = narrow_run(isa, bf, c, y, ldy, x, ldx, n, accumulate, ws ? ws : own);
-        qtts_conv_ws_free(own);
-        if (done) return;
-    }
-    const int nr = bf ? bf->nr : isa->nr, kc = bf ? bf->kc : isa->kc;
-    conv_job j = {.isa = bf ? NULL : isa, .bf = bf, .nr = nr, .tile = bf ? bf->tile : isa->tile,
-                  .c = c, .y = y, .ldy = ldy, .x = x, .ldx = ldx, .n = n,
-                  .K = c->taps * c->cin, .ngroups = ceil_div(c->cout, MR),
-                  .ntiles = ceil_div(n, nr), .accumulate = accumulate};
-    j.nkb = ceil_div(j.K, kc);
-    j.kc = kc;
-    /* Weight block (groups x 8 x kc) in a quarter of the L2. */
-    const size_t l2 = l2_bytes;
-    int gpt = (int)QTTS_MAX((size_t)1, l2 / 4 / (sizeof(float) * MR * (size_t)QTTS_MIN(kc, j.K)));
-    gpt = QTTS_MIN(gpt, j.ngroups);
-    int nmc = ceil_div(j.ngroups, gpt);
-    /* accumulators in a quarter of the L2, panels in another */
-    int tpt = (int)QTTS_MAX((size_t)1, l2 / 4 / (sizeof(float) * MR * nr * (size_t)gpt));
-    tpt = QTTS_MIN(tpt, (int)QTTS_MAX((size_t)1, l2 / 4 / (sizeof(float) * nr * (size_t)QTTS_MIN(kc, j.K))));
-    tpt = QTTS_MIN(tpt, j.ntiles);
-    int nnc = ceil_div(j.ntiles, tpt);
-    const int threads = qtts_threads_count();
-    const double macs = (double)c->cout * j.K * n;
-    const bool parallel = threads > 1 && macs >= MIN_PARALLEL_MACS;
-    /* Enough tasks that a slow thread does not hold the others up: split
-     * the rows first (the weights are still read once), down to 64 rows a
-     * task, then the columns (each column chunk reads its weights again). */
-    while (parallel && nmc * nnc < TASKS_PER_THREAD * threads) {
-        if (gpt >= 16) nmc = ceil_div(j.ngroups, gpt = ceil_div(gpt, 2));
-        else if (tpt > 1) nnc = ceil_div(j.ntiles, tpt = ceil_div(tpt, 2));
-        else if (gpt > 1) nmc = ceil_div(j.ngroups, gpt = ceil_div(gpt, 2));
-        else break;
-    }
-    j.gpt = gpt = ceil_div(j.ngroups, nmc); /* balance the chunks */
-    j.tpt = tpt = ceil_div(j.ntiles, nnc);
-    j.nmc = nmc = ceil_div(j.ngroups, gpt);
-    nnc = ceil_div(j.ntiles, tpt);
-    const int tasks = nmc * nnc;
-    j.nslots = parallel ? QTTS_MIN(tasks, threads) : 1;
+    if (try_narrow(isa, bf, c, y, ldy, x, ldx, n, accumulate, ws)) return;
+    conv_job j;
+    bool parallel;
+    const int tasks = plan_tiles(&j, isa, bf, c, ldy, ldx, n, accumulate, &parallel);
+    j.y = y, j.x = x;
+    j.nslots = parallel ? QTTS_MIN(tasks, qtts_threads_count()) : 1;
     qtts_conv_ws *own = NULL;
     if (!ws) ws = own = qtts_conv_ws_new();
     j.ws = ws;
-    if (!ws || !ws_reserve(ws, j.nslots, task_floats(&j))) {
-        /* out of memory: one tile x one group at a time, same bits */
-        _Alignas(64) float acc[MR * MAX_NR];
-        _Alignas(64) float xp[MAX_PANEL];
-        QTTS_ASSERT(nr <= MAX_NR && (size_t)nr * kc <= MAX_PANEL);
-        for (int ti = 0; ti < j.ntiles; ti++)
-            for (int g = 0; g < j.ngroups; g++) conv_block(&j, g, g + 1, ti, ti + 1, acc, xp);
-    } else if (!parallel || tasks == 1) {
+    if (!ws || !ws_reserve(ws, j.nslots, task_floats(&j))) run_unbuffered(&j);   /* out of memory */
+    else if (!parallel || tasks == 1)
         for (int t = 0; t < tasks; t++) conv_task(&j, t);
-    } else {
-        qtts_parallel_for(tasks, conv_task, &j);
+    else qtts_parallel_for(tasks, conv_task, &j);
+    qtts_conv_ws_free(own);
+}
+
+/* Several convs' tasks in one split: task t is task t % per of conv t / per. */
+typedef struct {
+    const conv_job *jobs;
+    int per;
+} many_job;
+
+static void many_task(void *ctx, int t) {
+    const many_job *m = ctx;
+    conv_task((void *)&m->jobs[t / m->per], t % m->per);
+}
+
+void qtts_conv1d_run_many_isa(const qtts_conv_isa *isa, int count, const qtts_conv1d *const *c,
+                              float *const *y, size_t ldy, const float *const *x, size_t ldx,
+                              int n, qtts_conv_ws *ws) {
+    QTTS_ASSERT(count >= 0 && count <= QTTS_CONV_MANY_MAX);
+    if (n <= 0 || count == 0) return;
+    qtts_conv_isa_active();   /* l2_bytes */
+    bool same = true;
+    for (int i = 0; i < count; i++)
+        same = same && c[i]->w && !c[i]->wb && c[i]->cout == c[0]->cout &&
+               c[i]->cin == c[0]->cin && c[i]->taps == c[0]->taps;
+    conv_job jobs[QTTS_CONV_MANY_MAX];
+    bool parallel = false;
+    int per = 0;
+    if (same && !(n <= QTTS_CONV_NARROW_MAX && isa->narrow)) {
+        per = plan_tiles(&jobs[0], isa, NULL, c[0], ldy, ldx, n, false, &parallel);
+        parallel = parallel || (qtts_threads_count() > 1 && count * per > 1 &&
+                                count * (double)c[0]->cout * jobs[0].K * n >= MIN_PARALLEL_MACS);
+    }
+    if (!parallel || count == 1) {   /* one by one: the narrow kernel, bf16, or too small to split */
+        for (int i = 0; i < count; i++)
+            qtts_conv1d_run_isa(isa, c[i], y[i], ldy, x[i], ldx, n, false, ws);
+        return;
+    }
+    qtts_conv_ws *own = NULL;
+    if (!ws) ws = own = qtts_conv_ws_new();
+    const int nslots = QTTS_MIN(count * per, qtts_threads_count());
+    for (int i = 0; i < count; i++) {
+        if (i) jobs[i] = jobs[0];
+        jobs[i].c = c[i], jobs[i].y = y[i], jobs[i].x = x[i];
+        jobs[i].ws = ws, jobs[i].nslots = nslots;
+    }
+    if (!ws || !ws_reserve(ws, nslots, task_floats(&jobs[0])))
+        for (int i = 0; i < count; i++) run_unbuffered(&jobs[i]);   /* out of memory */
+    else {
+        many_job m = {jobs, per};
+        qtts_parallel_for(count * per, many_task, &m);
     }
     qtts_conv_ws_free(own);
+}
+
+void qtts_conv1d_run_many(int count, const qtts_conv1d *const *c, float *const *y, size_t ldy,
+                          const float *const *x, size_t ldx, int n, qtts_conv_ws *ws) {
+    qtts_conv1d_run_many_isa(qtts_conv_isa_active(), count, c, y, ldy, x, ldx, n, ws);
 }
 
 void qtts_conv1d_run(const qtts_conv1d *c, float *y, size_t ldy, const float *x, size_t ldx,

@@ -212,6 +212,9 @@ const qtts_conv_isa *qtts_conv_isa_active(void);
 /* qtts_conv1d_run / qtts_snake_run on a given table (tests, benchmarks). */
 void qtts_conv1d_run_isa(const qtts_conv_isa *isa, const qtts_conv1d *c, float *y, size_t ldy,
                          const float *x, size_t ldx, int n, bool accumulate, qtts_conv_ws *ws);
+void qtts_conv1d_run_many_isa(const qtts_conv_isa *isa, int count, const qtts_conv1d *const *c,
+                              float *const *y, size_t ldy, const float *const *x, size_t ldx,
+                              int n, qtts_conv_ws *ws);
 void qtts_snake_run_isa(const qtts_conv_isa *isa, float *y, size_t ldy, const float *x,
                         size_t ldx, const float *ea, const float *ib, int channels, int n);
 

@@ -28,8 +28,10 @@
  *        [ 0  1 -1  2 -2  1/2 -1/2  1 ]
  *
  * (tools/wino_f27.py derives them and checks y = Aᵀ[(G g) ⊙ (Bᵀ s)] exactly
- * in rationals.) The GEMMs are qtts_conv1d_run on 1-tap convs, so they are
- * the blocked kernels of this CPU, and every transform below is plain C in a
+ * in rationals.) The GEMMs are the blocked kernels of this CPU on 1-tap
+ * convs, all eight in one split over the pool (qtts_conv1d_run_many: a
+ * chunk's GEMMs are small, and one wait for the pool per GEMM cost more
+ * than the threads' imbalance inside one), and every transform below is plain C in a
  * fixed order (the build keeps -ffp-contract=off): the bits are the same on
  * every instruction set and thread count.
  *
@@ -340,9 +342,15 @@ bool qtts_conv_wino_run(const qtts_conv_wino *w, const qtts_conv1d *c, float *y,
         j.u = buf;
         j.m = j.u + (size_t)NPT * cin * j.q;
         run_tasks(cin, 4, in_task, &j);
-        for (int i = 0; i < NPT; i++)
-            qtts_conv1d_run(&w->pt[i], j.m + (size_t)i * cout * j.q, (size_t)j.q,
-                            j.u + (size_t)i * cin * j.q, (size_t)j.q, j.q, false, ws);
+        const qtts_conv1d *pt[NPT];
+        float *mi[NPT];
+        const float *ui[NPT];
+        for (int i = 0; i < NPT; i++) {
+            pt[i] = &w->pt[i];
+            mi[i] = j.m + (size_t)i * cout * j.q;
+            ui[i] = j.u + (size_t)i * cin * j.q;
+        }
+        qtts_conv1d_run_many(NPT, pt, mi, (size_t)j.q, ui, (size_t)j.q, j.q, ws);
         run_tasks(cout, 4, out_task, &j);
     }
     return true;

@@ -319,6 +319,15 @@ void qtts_conv_ws_free(qtts_conv_ws *ws);   /* NULL ok */
 void qtts_conv1d_run(const qtts_conv1d *c, float *y, size_t ldy, const float *x, size_t ldx,
                      int n, bool accumulate, qtts_conv_ws *ws);
 
+/* count convs of one shape (cout, cin, taps; fp32 weights) on inputs of n
+ * columns, y[i] = conv c[i] of x[i] (accumulate false), as one split over
+ * the pool: the same bits as count qtts_conv1d_run calls, with one wait
+ * for the pool instead of count (the Winograd form's eight GEMMs). Convs
+ * of other shapes or formats, or too small to split, run one by one. */
+#define QTTS_CONV_MANY_MAX 8
+void qtts_conv1d_run_many(int count, const qtts_conv1d *const *c, float *const *y, size_t ldy,
+                          const float *const *x, size_t ldx, int n, qtts_conv_ws *ws);
+
 /* SnakeBeta like qtts_snake_beta (y may alias x when ldy == ldx), with a
  * vectorised sine (conv_impl.h: within a few units of 2^-24 of sin^2),
  * rows split over the thread pool; same bits on every path. */

@@ -295,6 +295,85 @@ static void test_conv_public(void) {
     conv_data_free(&d);
 }
 
+/* qtts_conv1d_run_many: the bits of one qtts_conv1d_run_isa per conv, on
+ * every table and at 1-3 threads, for one shape split as a whole (1-tap
+ * and dilated 7-tap convs, a conv too small to split alone), and for the
+ * sets it runs one by one (few columns, mixed shapes); nothing written
+ * past n. */
+static void test_conv_many(void) {
+    typedef struct {
+        int count;
+        conv_case k[4];   /* k[i] for i < 4, k[3] for the rest */
+    } many_case;
+    const many_case mc[] = {
+        {8, {{40, 24, 1, 1, 300, false, false}, {40, 24, 1, 1, 300, false, false},
+             {40, 24, 1, 1, 300, false, false}, {40, 24, 1, 1, 300, false, false}}},
+        {3, {{24, 16, 7, 3, 130, true, false}, {24, 16, 7, 3, 130, true, false},
+             {24, 16, 7, 3, 130, true, false}, {24, 16, 7, 3, 130, true, false}}},
+        {8, {{8, 8, 1, 1, 64, false, false}, {8, 8, 1, 1, 64, false, false},
+             {8, 8, 1, 1, 64, false, false}, {8, 8, 1, 1, 64, false, false}}},
+        {2, {{104, 40, 1, 1, 4, false, false}, {104, 40, 1, 1, 4, false, false},
+             {104, 40, 1, 1, 4, false, false}, {104, 40, 1, 1, 4, false, false}}},
+        {3, {{40, 24, 1, 1, 90, true, false}, {32, 24, 1, 1, 90, true, false},
+             {40, 20, 1, 1, 90, true, false}, {40, 24, 1, 1, 90, true, false}}},
+        {1, {{72, 33, 7, 3, 250, true, false}}},
+    };
+    uint64_t seed = 9;
+    qtts_conv_ws *ws = qtts_conv_ws_new();
+    REQUIRE(ws, "workspace");
+    for (size_t ci = 0; ci < QTTS_ARRAY_LEN(mc); ci++) {
+        const int count = mc[ci].count;
+        conv_data d[QTTS_CONV_MANY_MAX];
+        const qtts_conv1d *c[QTTS_CONV_MANY_MAX];
+        const float *x[QTTS_CONV_MANY_MAX];
+        float *y[QTTS_CONV_MANY_MAX], *want[QTTS_CONV_MANY_MAX];
+        const conv_case *k[QTTS_CONV_MANY_MAX];
+        int P = 0, n = mc[ci].k[0].n;
+        for (int i = 0; i < count; i++) {
+            k[i] = &mc[ci].k[i < 4 ? i : 3];
+            const bool inited = conv_data_new(&d[i], k[i], &seed);
+            REQUIRE(inited, "init");
+            c[i] = &d[i].c;
+            P = QTTS_MAX(P, d[i].P);
+        }
+        /* one input stride for all: copies of the inputs with P columns of left context */
+        const size_t ldx = (size_t)n + P, ldy = (size_t)n + 2;
+        float *xs[QTTS_CONV_MANY_MAX];
+        for (int i = 0; i < count; i++) {
+            xs[i] = calloc((size_t)k[i]->cin * ldx, sizeof(float));
+            for (int ch = 0; ch < k[i]->cin; ch++)
+                memcpy(xs[i] + ch * ldx + P - d[i].P, d[i].x + ch * d[i].ldx,
+                       sizeof(float) * (size_t)(n + d[i].P));
+            x[i] = xs[i] + P;
+            y[i] = malloc(sizeof(float) * k[i]->cout * ldy);
+            want[i] = malloc(sizeof(float) * k[i]->cout * ldy);
+        }
+        for (int ii = 0; ii < n_isas; ii++) {
+            qtts_threads_init(1);
+            for (int i = 0; i < count; i++) {
+                memcpy(want[i], d[i].y0, sizeof(float) * k[i]->cout * ldy);
+                qtts_conv1d_run_isa(isas[ii], c[i], want[i], ldy, x[i], ldx, n, false, ws);
+            }
+            for (int th = 1; th <= 3; th++) {
+                qtts_threads_init(th);
+                for (int i = 0; i < count; i++) memcpy(y[i], d[i].y0, sizeof(float) * k[i]->cout * ldy);
+                qtts_conv1d_run_many_isa(isas[ii], count, c, y, ldy, x, ldx, n, ws);
+                bool same = true;
+                for (int i = 0; i < count; i++)
+                    same &= memcmp(y[i], want[i], sizeof(float) * k[i]->cout * ldy) == 0;
+                CHECK(same, "case %zu: %s at %d threads differs from one conv at a time", ci,
+                      isas[ii]->name, th);
+            }
+        }
+        qtts_threads_init(1);
+        for (int i = 0; i < count; i++) {
+            free(xs[i]), free(y[i]), free(want[i]);
+            conv_data_free(&d[i]);
+        }
+    }
+    qtts_conv_ws_free(ws);
+}
+
 /* ==== Winograd F(2,7) (conv_wino.c) ====================================== */
 
 typedef struct {
@@ -631,6 +710,7 @@ int main(void) {
     TEST_RUN(test_conv_columns);
     TEST_RUN(test_conv_threads);
     TEST_RUN(test_conv_public);
+    TEST_RUN(test_conv_many);
     TEST_RUN(test_conv_kc_rule);
     TEST_RUN(test_conv_wino);
     TEST_RUN(test_conv_bf16);
