@@ -32,10 +32,14 @@
  *
  *   weights  the stage's weight bytes per frame read by a streaming probe
  *            (qtts_stream_read on every thread: 16-byte loads with a
- *            burst prefetch 4 KB ahead) right before the run, over the
- *            very same memory: the talker's matrices once, the code
- *            predictor's layers 15 times and each head once, as a frame
- *            reads them (so the probe sees the same caches the stage does);
+ *            burst prefetch 4 KB ahead) over the very same memory: the
+ *            talker's matrices once, the code predictor's layers 15 times
+ *            and each head once, as a frame reads them (so the probe sees
+ *            the same caches the stage does); right before the run and
+ *            again right after it, the mean of the two times (on a shared
+ *            host the bandwidth one probe sees drifts by 10-30% within
+ *            seconds while the stages' times hold, and a probe on one side
+ *            alone moved the x floor by as much; docs/PERFORMANCE.md);
  *   compute  the stage's multiply-adds per frame over a peak probe run on
  *            every thread: fp32 FMA (12 independent chains of 8-lane FMAs
  *            on AVX2) for BF16/F32 weights and the codec decoder, int8 dot
@@ -725,9 +729,13 @@ int qtts_cmd_bench(int argc, char **argv) {
     double x_talker[MAX_RUNS], x_cp[MAX_RUNS], x_tcp[MAX_RUNS], x_codec[MAX_RUNS];
     stage_cost cost = {0};
     for (int r = 0; r < runs; r++) {
-        const double bw_t = host ? bw_probe(&talker_sp) : NAN, bw_c = host ? bw_probe(&cp_sp) : NAN;
+        double bw_t = host ? bw_probe(&talker_sp) : NAN, bw_c = host ? bw_probe(&cp_sp) : NAN;
         const double fma = host ? peak_probe(false) : NAN, i8 = host ? peak_probe(true) : NAN;
         rr[r] = synth_once(eng, ses, &req, frames, (uint64_t)r);
+        if (host) {   /* the bandwidth probes again after the run: the mean of the two times */
+            bw_t = 0.5 * (bw_t + bw_probe(&talker_sp));
+            bw_c = 0.5 * (bw_c + bw_probe(&cp_sp));
+        }
         rr[r].bw_talker_s = bw_t;
         rr[r].bw_cp_s = bw_c;
         rr[r].fma = fma;
