@@ -199,9 +199,14 @@ static uint32_t wait_gen(qtts_pool *p, int participant, uint32_t seen) {
     return g;
 }
 
+static _Thread_local int t_participant;   /* 0: a caller; 1..: this worker's index */
+
+int qtts_thread_participant(void) { return t_participant; }
+
 static void *worker_main(void *arg) {
     qtts_pool *p = ((worker_arg *)arg)->p;
     const int participant = ((worker_arg *)arg)->participant;
+    t_participant = participant;
     uint32_t seen = 0;
     for (;;) {
         seen = wait_gen(p, participant, seen);

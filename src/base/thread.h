@@ -76,6 +76,14 @@ void qtts_threads_set_local_serial(bool serial);
 typedef bool (*qtts_idle_fn)(int participant);
 void qtts_threads_set_idle(qtts_idle_fn fn);
 
+/* The calling thread's participant index in its pool: 1.. in a worker, 0
+ * in any other thread (a job's caller). Stable for the life of the
+ * thread, so that a task can pick its work by the thread it runs on: work
+ * split the same way job after job then finds the data a thread wrote in
+ * the job before in its own caches (qtts_steal with part = participant;
+ * results must still not depend on it). */
+int qtts_thread_participant(void);
+
 /* Contiguous work split with stealing, for the tasks of one job. Units
  * [0, n) start as `parts` contiguous home ranges, range p = [n*p/parts,
  * n*(p+1)/parts). qtts_steal_next(s, p, ...) gives the caller of part p the

@@ -237,6 +237,7 @@ bool qtts_conv1d_to_bf16(qtts_conv1d *c) {
 
 struct qtts_conv_ws {
     _Atomic uint64_t busy;            /* bit s: slot s is held by a running task */
+    qtts_conv_ws *part[QTTS_MAX_THREADS];   /* qtts_conv_ws_part */
     float *buf[QTTS_MAX_THREADS];
     size_t cap[QTTS_MAX_THREADS];     /* floats */
     float *scratch;                   /* qtts_conv_ws_scratch */
@@ -263,8 +264,15 @@ qtts_conv_ws *qtts_conv_ws_new(void) {
     return ws;
 }
 
+qtts_conv_ws *qtts_conv_ws_part(qtts_conv_ws *ws, int p) {
+    if (!ws || p < 0 || p >= QTTS_MAX_THREADS) return NULL;
+    if (!ws->part[p]) ws->part[p] = qtts_conv_ws_new();
+    return ws->part[p];
+}
+
 void qtts_conv_ws_free(qtts_conv_ws *ws) {
     if (!ws) return;
+    for (int i = 0; i < QTTS_MAX_THREADS; i++) qtts_conv_ws_free(ws->part[i]);
     for (int i = 0; i < QTTS_MAX_THREADS; i++) qtts_free(ws->buf[i]);
     qtts_free(ws->scratch);
     qtts_free(ws);

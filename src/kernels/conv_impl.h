@@ -218,6 +218,12 @@ void qtts_conv1d_run_many_isa(const qtts_conv_isa *isa, int count, const qtts_co
 void qtts_snake_run_isa(const qtts_conv_isa *isa, float *y, size_t ldy, const float *x,
                         size_t ldx, const float *ea, const float *ib, int channels, int n);
 
+/* A workspace of ws's own for participant p of the pool (created on
+ * first use; NULL on allocation failure), for work that each thread runs
+ * alone within one job (conv_wino.c); freed with ws. Only p's thread, or
+ * the caller outside a job, may touch it. */
+qtts_conv_ws *qtts_conv_ws_part(qtts_conv_ws *ws, int p);
+
 /* A buffer of at least `floats` (64-byte aligned) owned by ws, apart from
  * the per-task slots, for a caller that runs convs between its own passes
  * (conv_wino.c); valid until the next call. NULL on allocation failure. */

@@ -309,13 +309,20 @@ static void run_tasks(int items, int per_min, qtts_task_fn fn, wino_job *j) {
  * that is ~1% of a decode for 13 MB more per stream. */
 #define CHUNK_BYTES (6u << 20)
 
-/* Scratch floats per frame of a chunk, and frames per chunk. */
+/* Transformed weights up to which each thread runs whole chunks of its
+ * own frames (run_own) rather than every chunk split over the pool: each
+ * thread then reads all of them, from its own caches. */
+#define OWN_MAX_BYTES (6u << 20)
+
+/* Scratch floats per frame of a chunk, and frames per chunk (of `parts`
+ * threads' chunks at once). */
 static size_t frame_floats(const qtts_conv_wino *w) {
     return (size_t)NPT * (w->cin + w->cout) * w->npairs;
 }
 
-static int chunk_frames(const qtts_conv_wino *w, int frames) {
-    const size_t fpc = QTTS_MAX((size_t)1, CHUNK_BYTES / (sizeof(float) * frame_floats(w)));
+static int chunk_frames(const qtts_conv_wino *w, int frames, int parts) {
+    const size_t fpc =
+        QTTS_MAX((size_t)1, CHUNK_BYTES / (size_t)parts / (sizeof(float) * frame_floats(w)));
     return (int)QTTS_MIN((size_t)frames, fpc);
 }
 
@@ -324,34 +331,106 @@ double qtts_conv_wino_macs(const qtts_conv_wino *w) {
 }
 
 size_t qtts_conv_wino_scratch(const qtts_conv_wino *w, int frames) {
-    return frames > 0 ? frame_floats(w) * (size_t)chunk_frames(w, frames) : 0;
+    return frames > 0 ? frame_floats(w) * (size_t)chunk_frames(w, frames, 1) : 0;
+}
+
+/* Frames [f0, f0 + nf) through the transforms and the GEMMs, with
+ * scratch buf; split over the pool, or all on the calling thread. */
+static void run_chunk(const qtts_conv_wino *w, const qtts_conv1d *c, float *y, size_t ldy,
+                      const float *x, size_t ldx, int f0, int nf, float *buf, qtts_conv_ws *ws,
+                      bool split) {
+    const int cin = w->cin, cout = w->cout;
+    wino_job j = {.w = w, .c = c, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .f0 = f0, .nf = nf,
+                  .q = nf * w->npairs};
+    j.u = buf;
+    j.m = j.u + (size_t)NPT * cin * j.q;
+    if (split) run_tasks(cin, 4, in_task, &j);
+    else j.per = cin, in_task(&j, 0);
+    const qtts_conv1d *pt[NPT];
+    float *mi[NPT];
+    const float *ui[NPT];
+    for (int i = 0; i < NPT; i++) {
+        pt[i] = &w->pt[i];
+        mi[i] = j.m + (size_t)i * cout * j.q;
+        ui[i] = j.u + (size_t)i * cin * j.q;
+    }
+    /* inside a job of the pool (!split) this runs on the calling thread */
+    qtts_conv1d_run_many(NPT, pt, mi, (size_t)j.q, ui, (size_t)j.q, j.q, ws);
+    if (split) run_tasks(cout, 4, out_task, &j);
+    else j.per = cout, out_task(&j, 0);
+}
+
+/* run_own: each participant takes the frames of its home range (stealing
+ * at the end), and runs them alone in chunks of fc frames, in its own
+ * workspace (parts[p], scratch bufs[p]). */
+typedef struct {
+    const qtts_conv_wino *w;
+    const qtts_conv1d *c;
+    float *y;
+    size_t ldy;
+    const float *x;
+    size_t ldx;
+    int fc;
+    qtts_conv_ws *parts[QTTS_MAX_THREADS];
+    float *bufs[QTTS_MAX_THREADS];
+    qtts_steal steal;
+} own_job;
+
+static void own_task(void *ctx, int task) {
+    (void)task;
+    own_job *o = ctx;
+    const int me = qtts_thread_participant() % o->steal.parts;
+    int a, b;
+    while (qtts_steal_next(&o->steal, me, &a, &b))
+        for (int f = a; f < b; f += o->fc)
+            run_chunk(o->w, o->c, o->y, o->ldy, o->x, o->ldx, f, QTTS_MIN(o->fc, b - f),
+                      o->bufs[me], o->parts[me], false);
+}
+
+/* Whether the frames went through run_own: false, with nothing written,
+ * when it does not apply (one thread, fewer frames than threads, large
+ * weights) or a thread's workspace cannot be had. Why: the decoder's
+ * activations are written by one thread and read by another at every
+ * split over the pool, and where the two threads sit on different core
+ * complexes (no shared L3; one VM measured a 300 ns round trip between
+ * its two vCPUs, against 56 ns at other times) those reads cross the
+ * interconnect. A thread that keeps to its own frames reads its own
+ * transformed inputs and products, and waits for the pool once per conv
+ * instead of three times per chunk. */
+static bool run_own(const qtts_conv_wino *w, const qtts_conv1d *c, float *y, size_t ldy,
+                    const float *x, size_t ldx, int frames, qtts_conv_ws *ws) {
+    const int threads = QTTS_MIN(qtts_threads_count(), QTTS_MAX_THREADS);
+    if (threads < 2 || frames < threads ||
+        (size_t)NPT * w->cout * w->cin * sizeof(float) > OWN_MAX_BYTES)
+        return false;
+    own_job *o = qtts_malloc(sizeof *o);
+    if (!o) return false;
+    *o = (own_job){.w = w, .c = c, .y = y, .ldy = ldy, .x = x, .ldx = ldx};
+    o->fc = chunk_frames(w, (frames + threads - 1) / threads, threads);
+    bool ok = true;
+    for (int p = 0; p < threads && ok; p++) {
+        o->parts[p] = qtts_conv_ws_part(ws, p);
+        o->bufs[p] = o->parts[p] ? qtts_conv_ws_scratch(o->parts[p], frame_floats(w) * o->fc) : NULL;
+        ok = o->bufs[p] != NULL;
+    }
+    if (ok) {
+        qtts_steal_init(&o->steal, frames, threads);
+        qtts_parallel_for(threads, own_task, o);
+    }
+    qtts_free(o);
+    return ok;
 }
 
 bool qtts_conv_wino_run(const qtts_conv_wino *w, const qtts_conv1d *c, float *y, size_t ldy,
                         const float *x, size_t ldx, int n, qtts_conv_ws *ws) {
     if (n <= 0) return true;
     if (n % w->frame) return false;
-    const int frames = n / w->frame, cin = w->cin, cout = w->cout;
-    const int fc = chunk_frames(w, frames);
+    const int frames = n / w->frame;
+    if (ws && run_own(w, c, y, ldy, x, ldx, frames, ws)) return true;
+    const int fc = chunk_frames(w, frames, 1);
     float *buf = qtts_conv_ws_scratch(ws, qtts_conv_wino_scratch(w, frames));
     if (!buf) return false;
-    for (int f0 = 0; f0 < frames; f0 += fc) {
-        const int nf = QTTS_MIN(fc, frames - f0);
-        wino_job j = {.w = w, .c = c, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .f0 = f0, .nf = nf,
-                      .q = nf * w->npairs};
-        j.u = buf;
-        j.m = j.u + (size_t)NPT * cin * j.q;
-        run_tasks(cin, 4, in_task, &j);
-        const qtts_conv1d *pt[NPT];
-        float *mi[NPT];
-        const float *ui[NPT];
-        for (int i = 0; i < NPT; i++) {
-            pt[i] = &w->pt[i];
-            mi[i] = j.m + (size_t)i * cout * j.q;
-            ui[i] = j.u + (size_t)i * cin * j.q;
-        }
-        qtts_conv1d_run_many(NPT, pt, mi, (size_t)j.q, ui, (size_t)j.q, j.q, ws);
-        run_tasks(cout, 4, out_task, &j);
-    }
+    for (int f0 = 0; f0 < frames; f0 += fc)
+        run_chunk(w, c, y, ldy, x, ldx, f0, QTTS_MIN(fc, frames - f0), buf, ws, true);
     return true;
 }

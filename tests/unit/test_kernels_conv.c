@@ -486,10 +486,21 @@ static void test_conv_wino(void) {
         }
         CHECK(memcmp(yf, y, sizeof(float) * k->cout * n) == 0,
               "case %zu: frame by frame differs from one call", ci);
-        qtts_threads_init(3);
-        float *y3 = run_wino(&w, &d, n, ws);
-        REQUIRE(y3, "case %zu: run at 3 threads", ci);
-        CHECK(memcmp(y3, y, sizeof(float) * k->cout * n) == 0, "case %zu: 3 threads differ", ci);
+        /* 2 and 3 threads: with frames >= threads each thread runs its own
+         * frames alone (conv_wino.c, run_own); also with the tasks on the
+         * caller (local serial), where one thread steals every range */
+        float *y3 = NULL;
+        for (int th = 2; th <= 3; th++)
+            for (int serial = 0; serial <= (th == 2); serial++) {
+                qtts_threads_init(th);
+                qtts_threads_set_local_serial(serial);
+                free(y3);
+                y3 = run_wino(&w, &d, n, ws);
+                qtts_threads_set_local_serial(false);
+                REQUIRE(y3, "case %zu: run at %d threads", ci, th);
+                CHECK(memcmp(y3, y, sizeof(float) * k->cout * n) == 0,
+                      "case %zu: %d threads%s differ", ci, th, serial ? " (on the caller)" : "");
+            }
         qtts_threads_init(1);
         /* not whole frames: refused, nothing written */
         if (k->frame > 1) CHECK(!run_wino(&w, &d, n - 1, ws), "case %zu: partial frame run", ci);
@@ -527,6 +538,34 @@ static void test_conv_wino(void) {
 }
 
 /* bf16 round to nearest even, as the conversion in conv.c and VCVTNE2PS2BF16 */
+/* Many frames of a large frame at 2 threads: each thread's steals hold
+ * several of its one-frame chunks (conv_wino.c, run_own); the bits of one
+ * thread. */
+static void test_conv_wino_own(void) {
+    uint64_t seed = 12;
+    const int frame = 800, frames = 16, n = frame * frames;
+    const conv_case kc = {64, 64, 7, 1, n, true, false};
+    conv_data d;
+    const bool inited = conv_data_new(&d, &kc, &seed);
+    REQUIRE(inited, "init");
+    qtts_conv_wino w;
+    REQUIRE(qtts_conv_wino_init(&w, &d.c, frame), "wino init");
+    qtts_conv_ws *ws = qtts_conv_ws_new();
+    REQUIRE(ws, "workspace");
+    qtts_threads_init(1);
+    float *y1 = run_wino(&w, &d, n, ws);
+    qtts_threads_init(2);
+    float *y2 = run_wino(&w, &d, n, ws), *y2b = run_wino(&w, &d, n, ws);
+    qtts_threads_init(1);
+    REQUIRE(y1 && y2 && y2b, "runs");
+    CHECK(memcmp(y2, y1, sizeof(float) * kc.cout * n) == 0, "2 threads differ from 1");
+    CHECK(memcmp(y2b, y1, sizeof(float) * kc.cout * n) == 0, "a second run differs");
+    free(y1), free(y2), free(y2b);
+    qtts_conv_ws_free(ws);
+    qtts_conv_wino_free(&w);
+    conv_data_free(&d);
+}
+
 static double bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
@@ -713,6 +752,7 @@ int main(void) {
     TEST_RUN(test_conv_many);
     TEST_RUN(test_conv_kc_rule);
     TEST_RUN(test_conv_wino);
+    TEST_RUN(test_conv_wino_own);
     TEST_RUN(test_conv_bf16);
     TEST_RUN(test_snake);
     TEST_RUN(test_snake_threads);
