@@ -403,22 +403,17 @@ static bool run_own(const qtts_conv_wino *w, const qtts_conv1d *c, float *y, siz
     if (threads < 2 || frames < threads ||
         (size_t)NPT * w->cout * w->cin * sizeof(float) > OWN_MAX_BYTES)
         return false;
-    own_job *o = qtts_malloc(sizeof *o);
-    if (!o) return false;
-    *o = (own_job){.w = w, .c = c, .y = y, .ldy = ldy, .x = x, .ldx = ldx};
-    o->fc = chunk_frames(w, (frames + threads - 1) / threads, threads);
-    bool ok = true;
-    for (int p = 0; p < threads && ok; p++) {
-        o->parts[p] = qtts_conv_ws_part(ws, p);
-        o->bufs[p] = o->parts[p] ? qtts_conv_ws_scratch(o->parts[p], frame_floats(w) * o->fc) : NULL;
-        ok = o->bufs[p] != NULL;
+    /* on the stack: qtts_steal's ranges are 64-byte aligned */
+    own_job o = {.w = w, .c = c, .y = y, .ldy = ldy, .x = x, .ldx = ldx};
+    o.fc = chunk_frames(w, (frames + threads - 1) / threads, threads);
+    for (int p = 0; p < threads; p++) {
+        o.parts[p] = qtts_conv_ws_part(ws, p);
+        o.bufs[p] = o.parts[p] ? qtts_conv_ws_scratch(o.parts[p], frame_floats(w) * o.fc) : NULL;
+        if (!o.bufs[p]) return false;
     }
-    if (ok) {
-        qtts_steal_init(&o->steal, frames, threads);
-        qtts_parallel_for(threads, own_task, o);
-    }
-    qtts_free(o);
-    return ok;
+    qtts_steal_init(&o.steal, frames, threads);
+    qtts_parallel_for(threads, own_task, &o);
+    return true;
 }
 
 bool qtts_conv_wino_run(const qtts_conv_wino *w, const qtts_conv1d *c, float *y, size_t ldy,
