@@ -284,7 +284,12 @@ void qtts_pool_run(qtts_pool *p, int n_tasks, qtts_task_fn fn, void *ctx) {
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
+    /* the caller is participant 0 of its own job, whatever it is elsewhere
+     * (a worker of another pool), so that no two threads of a job share one */
+    const int outer = t_participant;
+    t_participant = 0;
     run_tasks(p);
+    t_participant = outer;
     for (unsigned i = 1; atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks; i++) {
         if (!idle_work(0)) cpu_relax();
         if ((i & 255) == 0) sched_yield();   /* a claimed task's thread was descheduled */

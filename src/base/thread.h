@@ -76,9 +76,10 @@ void qtts_threads_set_local_serial(bool serial);
 typedef bool (*qtts_idle_fn)(int participant);
 void qtts_threads_set_idle(qtts_idle_fn fn);
 
-/* The calling thread's participant index in its pool: 1.. in a worker, 0
- * in any other thread (a job's caller). Stable for the life of the
- * thread, so that a task can pick its work by the thread it runs on: work
+/* The calling thread's participant index: in a job's tasks, 0 on the
+ * job's caller and 1.. on the pool's workers (each its own); outside
+ * jobs, 1.. in a worker and 0 in any other thread. Fixed per thread, so
+ * that a task can pick its work by the thread it runs on: work
  * split the same way job after job then finds the data a thread wrote in
  * the job before in its own caches (qtts_steal with part = participant;
  * results must still not depend on it). */

@@ -6,6 +6,7 @@
  * instead of deadlocking; the process-wide pool follows qtts_threads_init;
  * the idle hook runs for the caller and the workers while they wait; the
  * contiguous split with stealing (qtts_steal) hands every unit out once,
+ * each thread of a job has its own participant index,
  * keeps each part's chunks in order and moves a slow part's work; the
  * cache-size parser behind qtts_llc_bytes.
  * Built under ThreadSanitizer by `make test-tsan`. Prints the dispatch
@@ -131,6 +132,51 @@ static void test_nested(void) {
     for (int r = 0; r < 100; r++) qtts_pool_run(p, 8, outer_task, &j);
     CHECK(atomic_load(&j.inner_runs) == 100 * 8 * 10, "%d inner tasks", atomic_load(&j.inner_runs));
     qtts_pool_destroy(p);
+}
+
+/* qtts_thread_participant: within a job each thread has its own index
+ * below the pool's size, the job's caller 0, also when the caller is a
+ * worker of another pool (its own index there restored after). */
+typedef struct {
+    qtts_pool *inner;                 /* run a job on it from each task, or NULL */
+    int spin;                         /* a task's busy loop, so that every thread gets some */
+    _Atomic unsigned long who[4];     /* participant -> pthread_self of a task's thread */
+    _Atomic int bad;
+} part_job;
+
+static void part_task(void *ctx, int i) {
+    part_job *j = ctx;
+    const int me = qtts_thread_participant();
+    if (me < 0 || me >= 4) {
+        atomic_fetch_add(&j->bad, 1);
+        return;
+    }
+    unsigned long self = (unsigned long)pthread_self(), none = 0;
+    if (!atomic_compare_exchange_strong(&j->who[me], &none, self) && none != self)
+        atomic_fetch_add(&j->bad, 1);   /* another thread had this index */
+    if (j->inner && me != 0) {   /* a job whose caller is a worker of p */
+        part_job in = {.spin = 5000};
+        qtts_pool_run(j->inner, 64, part_task, &in);
+        if (atomic_load(&in.bad)) atomic_fetch_add(&j->bad, 1);
+        if (qtts_thread_participant() != me) atomic_fetch_add(&j->bad, 1);
+    }
+    for (volatile int k = 0; k < j->spin; k++) (void)i;
+}
+
+static void test_participant(void) {
+    qtts_pool *p = qtts_pool_create(3), *q = qtts_pool_create(2);
+    REQUIRE(p && q, "pools");
+    CHECK(qtts_thread_participant() == 0, "a plain thread is 0");
+    for (int r = 0; r < 200; r++) {
+        part_job j = {.inner = r % 2 ? q : NULL, .spin = 50000};
+        qtts_pool_run(p, 32, part_task, &j);
+        CHECK(atomic_load(&j.bad) == 0, "round %d: %d bad tasks", r, atomic_load(&j.bad));
+        const unsigned long w0 = atomic_load(&j.who[0]);   /* 0: the workers took every task */
+        CHECK(w0 == 0 || w0 == (unsigned long)pthread_self(), "round %d: the caller is 0", r);
+        CHECK(atomic_load(&j.who[3]) == 0, "round %d: index 3 in a pool of 3", r);
+    }
+    qtts_pool_destroy(p);
+    qtts_pool_destroy(q);
 }
 
 static void test_global_pool(void) {
@@ -366,6 +412,7 @@ int main(void) {
     TEST_RUN(test_zero_means_all_cpus);
     TEST_RUN(test_concurrent_callers);
     TEST_RUN(test_nested);
+    TEST_RUN(test_participant);
     TEST_RUN(test_global_pool);
     TEST_RUN(test_idle_hook);
     TEST_RUN(test_steal_serial);
