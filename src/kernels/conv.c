@@ -553,11 +553,16 @@ static void run_unbuffered(const conv_job *j) {
         for (int g = 0; g < j->ngroups; g++) conv_block(j, g, g + 1, ti, ti + 1, acc, xp);
 }
 
+/* Whether a conv on n columns goes to the table's narrow kernel. */
+static bool narrow_applies(const qtts_conv_isa *isa, const qtts_conv_bf16_isa *bf, int n) {
+    return n <= QTTS_CONV_NARROW_MAX && (bf ? bf->narrow : isa->narrow);
+}
+
 /* The narrow kernel where it applies; true when it ran. */
 static bool try_narrow(const qtts_conv_isa *isa, const qtts_conv_bf16_isa *bf, const qtts_conv1d *c,
                        float *y, size_t ldy, const float *x, size_t ldx, int n, bool accumulate,
                        qtts_conv_ws *ws) {
-    if (n > QTTS_CONV_NARROW_MAX || !(bf ? bf->narrow : isa->narrow)) return false;
+    if (!narrow_applies(isa, bf, n)) return false;
     qtts_conv_ws *own = ws ? NULL : qtts_conv_ws_new();
     const bool done = narrow_run(isa, bf, c, y, ldy, x, ldx, n, accumulate, ws ? ws : own);
     qtts_conv_ws_free(own);
@@ -611,7 +616,7 @@ void qtts_conv1d_run_many_isa(const qtts_conv_isa *isa, int count, const qtts_co
     conv_job jobs[QTTS_CONV_MANY_MAX];
     bool parallel = false;
     int per = 0;
-    if (same && !(n <= QTTS_CONV_NARROW_MAX && isa->narrow)) {
+    if (same && !narrow_applies(isa, NULL, n)) {
         per = plan_tiles(&jobs[0], isa, NULL, c[0], ldy, ldx, n, false, &parallel);
         parallel = parallel || (qtts_threads_count() > 1 && count * per > 1 &&
                                 count * (double)c[0]->cout * jobs[0].K * n >= MIN_PARALLEL_MACS);

@@ -384,7 +384,9 @@ bool qtts_conv_wino_run(const qtts_conv_wino *w, const qtts_conv1d *c, float *y,
                         const float *x, size_t ldx, int n, qtts_conv_ws *ws);
 /* Floats of workspace scratch a run over up to `frames` frames takes;
  * qtts_conv_wino_reserve grows ws to that ahead (false on allocation
- * failure), so that such runs never allocate. */
+ * failure), so that such runs never fail. (With two or more threads a run
+ * first tries each thread's own workspace in ws, allocated on its first
+ * use, and takes this scratch where that cannot be had: the same bits.) */
 size_t qtts_conv_wino_scratch(const qtts_conv_wino *w, int frames);
 /* Multiply-adds of a run per frame (8 per pair and channel pair). */
 double qtts_conv_wino_macs(const qtts_conv_wino *w);
