@@ -272,20 +272,26 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
  * 86-87%, and the talker step took 0.986 of the time (`ab_pairs`, 0.6B
  * int4). Prefill and larger batches keep the 4 x 4 tiles. */
 #define DECODE_BLOCK_MAX_COLS 2048
-/* Except Q8_0 decode from DRAM (one x row, a matrix not resident), which
- * takes its rows one at a time, 1 x 1 tiles: each thread's loads then walk
- * its range front to back instead of 8 rows side by side. On the EPYC
- * (Zen 4) host, `ab_pairs` with the 0.6B int8 model (file-mapped weights):
- * frame 0.77-0.90 of the 8-row blocks' time (talker 0.75-0.89, CP 0.78-0.90),
- * 2-row blocks 0.92, 4-row 1.01. `bench_kernels` (one thread, weights on
- * huge pages) read DRAM at ~30 GB/s against ~22 for the same matrices,
- * though the 1 x 1 tile computes slower from cache (38 GB/s against 65).
- * Q4_0 keeps its blocks: row tiles gave its talker 0.97 but its code
- * predictor, served partly from this L3, 1.23. Not measured on Intel. */
+/* Except Q8_0 decode and small batches from DRAM (x rows < 4, a matrix not
+ * resident), which take the rows one at a time, 1 x n tiles: each
+ * thread's loads then walk its range front to back instead of 8 rows side
+ * by side. On the EPYC (Zen 4) host, `ab_pairs` with the 0.6B int8 model
+ * (file-mapped weights): frame 0.77-0.94 of the 8-row blocks' time in four
+ * runs (talker 0.75-0.93, CP 0.78-0.94); 2-row blocks 0.92, 4-row 1.01.
+ * Batches (`bench_backend --batch`, four alternations): B = 2 0.82-0.99,
+ * B = 3 0.89-1.07. `bench_kernels` (one thread, weights on huge pages) read
+ * DRAM at ~30 GB/s against ~22 for the same matrices, though the 1 x 1
+ * tile computes slower from cache (38 GB/s against 65). Q4_0 keeps its
+ * blocks: row tiles gave its talker 0.97 but its code predictor, served
+ * partly from this L3, 1.23. Not measured on Intel. */
 
 INLINE void mm_quant(const qtts_mm_job *j, int r0, int r1, const bool q4) {
-    if (j->n == 1 && !q4 && !j->W->resident) {   /* Q8_0 decode from DRAM: row after row */
-        for (int r = r0; r < r1; r++) tile_quant(j, r, 1, r, 0, 1, 1, false);
+    if (j->n < 4 && !q4 && !j->W->resident) {   /* Q8_0 decode from DRAM: row after row */
+        for (int r = r0; r < r1; r++) {
+            if (j->n == 1) tile_quant(j, r, 1, r, 0, 1, 1, false);
+            else if (j->n == 2) tile_quant(j, r, 1, r, 0, 1, 2, false);
+            else tile_quant(j, r, 1, r, 0, 1, 3, false);
+        }
         return;
     }
     const int B =   /* rows a block */
