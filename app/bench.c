@@ -32,9 +32,9 @@
  *
  *   weights  the stage's weight bytes per frame read by a streaming probe
  *            (qtts_stream_read on every thread: 16-byte loads with a
- *            burst prefetch 4 KB ahead; each thread one contiguous range,
- *            as the matmuls split their rows) over the very same memory: the
- *            talker's matrices once, the code predictor's layers 15 times
+ *            burst prefetch 4 KB ahead; each thread its part of every
+ *            matrix, as the matmuls split their rows) over the very same
+ *            memory: the talker's matrices once, the code predictor's layers 15 times
  *            and each head once, as a frame reads them (so the probe sees
  *            the same caches the stage does); right before the run and
  *            again right after it, the mean of the two times (on a shared
@@ -128,31 +128,38 @@ typedef struct {
 typedef struct {
     span *s;
     int n, cap;
+    int *mat;          /* mat[k]: the first span of matrix k; mat[n_mats] = n */
+    int n_mats, cap_mats;
     uint64_t bytes;
 } span_list;
 
 typedef struct {
     const span *s;
+    const int *order;  /* unit i streams span order[i] */
     uint64_t *sums;
     qtts_steal *steal;
 } bw_job;
 
-#define SPAN_CHUNK (256u << 10)
+#define SPAN_CHUNK (64u << 10)
 
-static void spans_add(span_list *l, const void *p, size_t n) {
-    l->bytes += n;
-    for (size_t off = 0; off < n; off += SPAN_CHUNK) {
-        if (l->n == l->cap) {
-            l->cap = l->cap ? 2 * l->cap : 1024;
-            l->s = realloc(l->s, sizeof *l->s * (size_t)l->cap);
-            if (!l->s) bdie("out of memory");
-        }
-        l->s[l->n++] = (span){(const unsigned char *)p + off, QTTS_MIN(SPAN_CHUNK, n - off)};
-    }
+static void *grow(void *p, int *cap, size_t elem) {
+    *cap = *cap ? 2 * *cap : 1024;
+    p = realloc(p, elem * (size_t)*cap);
+    if (!p) bdie("out of memory");
+    return p;
 }
 
 static void spans_add_mat(span_list *l, const qtts_mat *m) {
-    spans_add(l, m->data, qtts_mat_row_bytes(m->dtype, m->cols) * (size_t)m->rows);
+    const size_t n = qtts_mat_row_bytes(m->dtype, m->cols) * (size_t)m->rows;
+    const unsigned char *p = m->data;
+    if (l->n_mats + 2 > l->cap_mats) l->mat = grow(l->mat, &l->cap_mats, sizeof *l->mat);
+    l->mat[l->n_mats++] = l->n;
+    l->bytes += n;
+    for (size_t off = 0; off < n; off += SPAN_CHUNK) {
+        if (l->n == l->cap) l->s = grow(l->s, &l->cap, sizeof *l->s);
+        l->s[l->n++] = (span){p + off, QTTS_MIN(SPAN_CHUNK, n - off)};
+    }
+    l->mat[l->n_mats] = l->n;
 }
 
 static void spans_add_layers(span_list *l, const qtts_stack_weights *s) {
@@ -166,31 +173,46 @@ static void bw_task(void *ctx, int p) {
     const bw_job *j = ctx;
     int a, b;
     while (qtts_steal_next(j->steal, p, &a, &b))
-        for (int i = a; i < b; i++) j->sums[i] = qtts_stream_read(j->s[i].p, j->s[i].n);
+        for (int i = a; i < b; i++) j->sums[i] = qtts_stream_read(j->s[j->order[i]].p, j->s[j->order[i]].n);
 }
 
-/* Seconds to stream every span of l once, on the process-wide pool. The
- * spans are split as the matmuls split their rows (qtts_steal): each
- * thread streams one contiguous home range front to back, and takes over
- * the rest of another's when its own is done. Spans dealt out one at a
- * time (a shared counter, the threads alternating) read 5-15% slower on
- * the EPYC host (talker 31.7 / 37.8 / 39.7 GB/s against 33.8 / 44.6 /
- * 42.5, code predictor 35.2 / 35.9 / 42.5 against 41.0 / 42.7 / 45.2, in
- * the same runs), so slow that the int8 matmuls, which stream their rows
- * that way, beat that probe (x floor 0.93-0.99). */
+/* Seconds to stream every span of l once, on the process-wide pool, with
+ * each thread reading what the matmuls give it: part p of `threads` of
+ * every matrix, matrix after matrix in the frame's order. Those parts,
+ * part 0's then part 1's and so on, are the home ranges of a qtts_steal
+ * split, so each thread streams its own share front to back and takes
+ * over the rest of another's when its own is done.
+ * Why this split: the code predictor reads its layers 15 times a frame.
+ * With its two vCPUs on two core complexes, each with its own 32 MB L3,
+ * the EPYC host's matmuls read the same half of every CP matrix on each
+ * pass, half the CP per L3, and at int8 beat a probe that streamed whole
+ * passes per thread (x floor 0.95-0.98). Split this way, the CP's probe
+ * read 44-70 GB/s against 39-55 for whole passes in the same runs; the
+ * talker's (read once a frame) the same either way, and the same with
+ * 64 KB or 256 KB spans. Spans dealt out one at a time (a shared counter,
+ * the threads alternating) read 5-15% slower than contiguous ranges. */
 static double bw_probe(const span_list *l) {
     uint64_t *sums = calloc((size_t)l->n + 1, sizeof *sums);
-    if (!sums) bdie("out of memory");
-    qtts_steal steal;
+    int *order = malloc(sizeof *order * ((size_t)l->n + 1));
+    if (!sums || !order) bdie("out of memory");
     const int threads = qtts_threads_count();
+    int u = 0;
+    for (int p = 0; p < threads; p++)
+        for (int k = 0; k < l->n_mats; k++) {
+            const int a = l->mat[k], cnt = l->mat[k + 1] - a;
+            for (int i = a + cnt * p / threads; i < a + cnt * (p + 1) / threads; i++) order[u++] = i;
+        }
+    QTTS_ASSERT(u == l->n);
+    qtts_steal steal;
     qtts_steal_init(&steal, l->n, threads);
-    bw_job j = {l->s, sums, &steal};
+    bw_job j = {l->s, order, sums, &steal};
     const double t0 = qtts_cli_now();
     qtts_parallel_for(threads, bw_task, &j);
     const double t = qtts_cli_now() - t0;
     volatile uint64_t sink = 0;
     for (int i = 0; i < l->n; i++) sink ^= sums[i];
     (void)sink;
+    free(order);
     free(sums);
     return t;
 }
@@ -901,6 +923,8 @@ int qtts_cmd_bench(int argc, char **argv) {
     }
     free(talker_sp.s);
     free(cp_sp.s);
+    free(talker_sp.mat);
+    free(cp_sp.mat);
     qtts_session_free(ses);
     qtts_voice_free(voice);
     qtts_engine_close(eng);
