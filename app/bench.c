@@ -186,7 +186,7 @@ static void bw_task(void *ctx, int p) {
  * With its two vCPUs on two core complexes, each with its own 32 MB L3,
  * the EPYC host's matmuls read the same half of every CP matrix on each
  * pass, half the CP per L3, and at int8 beat a probe that streamed whole
- * passes per thread (x floor 0.95-0.98). Split this way, the CP's probe
+ * passes per thread (x floor 0.94-0.97). Split this way, the CP's probe
  * read 44-70 GB/s against 39-55 for whole passes in the same runs; the
  * talker's (read once a frame) the same either way, and the same with
  * 64 KB or 256 KB spans. Spans dealt out one at a time (a shared counter,
