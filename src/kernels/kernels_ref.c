@@ -223,13 +223,24 @@ typedef double ref_v8d __attribute__((vector_size(64)));
  * on targets without AVX) */
 #define LOAD8F(v, p) memcpy(&(v), (p), sizeof(ref_v8f))
 
+/* The element-wise loops on these vectors that run per row of every
+ * decode step (norms, RoPE, residual adds, exponentials) are built for
+ * AVX-512, AVX2 and the baseline and picked at load (ifunc) on x86-64: the
+ * same operations on wider registers, so the same bits. Not under
+ * ThreadSanitizer, which does not run ifunc resolvers. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#define REF_WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define REF_WIDE
+#endif
+
 /* The sum of squares in double, in 8 lanes (lane l sums the elements
  * i = l mod 8 of the whole groups of 8), folded ((0+4)+(1+5))+((2+6)+(3+7)),
  * then the last n mod 8 in order. A float's square is exact in double, so
  * only this order fixes the bits; it keeps the sum far closer to exact than
  * the reference's fp32 reduction. The multiplies by inv and w are per
  * element. */
-void qtts_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
+REF_WIDE void qtts_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
     ref_v8d acc = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -262,7 +273,7 @@ void qtts_layernorm(float *out, const float *x, const float *w, const float *b, 
     for (int i = 0; i < n; i++) out[i] = ((x[i] - (float)mean) * inv) * w[i] + b[i];
 }
 
-void qtts_rope(float *x, const float *cos, const float *sin, int d) {
+REF_WIDE void qtts_rope(float *x, const float *cos, const float *sin, int d) {
     const int h = d / 2;
     int i = 0;
     for (; i + 8 <= h; i += 8) {
@@ -381,14 +392,6 @@ static inline __attribute__((always_inline)) void expm1_8(exp_v8f *v) {
     *v = __builtin_convertvector(y, exp_v8f);
 }
 
-/* Built for AVX-512, AVX2 and the baseline and picked at load (ifunc) on
- * x86-64 (the same operations on wider registers: the same bits), except
- * under ThreadSanitizer, which does not run ifunc resolvers. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-#define EXP_WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define EXP_WIDE
-#endif
 
 /* The lane operations of qtts_exp, qtts_expm1 and qtts_elu_row. */
 enum { OP_EXP, OP_EXPM1, OP_ELU };
@@ -437,9 +440,9 @@ static inline __attribute__((always_inline)) void map8(float *y, const float *x,
     }
 }
 
-EXP_WIDE void qtts_exp(float *y, const float *x, size_t n) { map8(y, x, n, OP_EXP); }
-EXP_WIDE void qtts_expm1(float *y, const float *x, size_t n) { map8(y, x, n, OP_EXPM1); }
-EXP_WIDE void qtts_elu_row(float *y, const float *x, size_t n) { map8(y, x, n, OP_ELU); }
+REF_WIDE void qtts_exp(float *y, const float *x, size_t n) { map8(y, x, n, OP_EXP); }
+REF_WIDE void qtts_expm1(float *y, const float *x, size_t n) { map8(y, x, n, OP_EXPM1); }
+REF_WIDE void qtts_elu_row(float *y, const float *x, size_t n) { map8(y, x, n, OP_ELU); }
 
 float qtts_expf(float x) {
     float y;
@@ -493,7 +496,7 @@ static inline __attribute__((always_inline)) void scale_shift8(float *x, size_t 
 /* Built per ISA like qtts_exp: the maximum, the subtraction and the final
  * scaling are lane-wise (the same bits at any width); the sum stays one
  * double chain in index order. */
-EXP_WIDE void qtts_softmax(float *x, int n) {
+REF_WIDE void qtts_softmax(float *x, int n) {
     if (n <= 0) return;
     const size_t N = (size_t)n;
     scale_shift8(x, N, 1.0f, max8(x, N));
@@ -536,16 +539,25 @@ static inline __attribute__((always_inline)) void silu_mul(float *y, const float
     }
 }
 
-EXP_WIDE void qtts_silu_inplace(float *x, size_t n) { silu_mul(x, x, NULL, n); }
+REF_WIDE void qtts_silu_inplace(float *x, size_t n) { silu_mul(x, x, NULL, n); }
 
 void qtts_gelu_erf_inplace(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
 }
 
-EXP_WIDE void qtts_swiglu(float *y, const float *gate, const float *up, size_t n) {
+REF_WIDE void qtts_swiglu(float *y, const float *gate, const float *up, size_t n) {
     silu_mul(y, gate, up, n);
 }
 
-void qtts_add_inplace(float *y, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
+/* 8 lanes at a time (GCC leaves the plain loop scalar at -O2). */
+REF_WIDE void qtts_add_inplace(float *y, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        ref_v8f a, b;
+        LOAD8F(a, y + i);
+        LOAD8F(b, x + i);
+        a += b;
+        memcpy(y + i, &a, sizeof a);
+    }
+    for (; i < n; i++) y[i] += x[i];
 }
