@@ -46,6 +46,10 @@
  *            on AVX2) for BF16/F32 weights and the codec decoder, int8 dot
  *            products (vpmaddubsw + vpmaddwd chains) for Q8_0/Q4_0.
  *
+ * The machine line also gives the threads' round trip (round_trip_ns,
+ * before and after each run: median, least and most), which tells where
+ * the scheduler put the threads: on one core complex or on two.
+ *
  * floor = max(weights, compute); "x floor" = measured / floor, per run,
  * then the median. The probes read the model's own memory and need no
  * buffers, so peak RSS is the engine's alone. They measure the host CPU,
@@ -215,6 +219,70 @@ static double bw_probe(const span_list *l) {
     free(order);
     free(sums);
     return t;
+}
+
+/* ==== the threads' placement ============================================== */
+
+/* Nanoseconds for a cache line to go from the pool's calling thread to a
+ * worker and back (the mean of RT_TRIPS round trips); NAN with one thread,
+ * or when the two tasks did not run side by side within RT_LIMIT_S. Why:
+ * the two vCPUs of the EPYC VM sit on one core complex (one shared L3, a
+ * round trip of ~55 ns) or on two (~300 ns), and the x floors moved by up
+ * to 30% between the two (docs/PERFORMANCE.md, sixteenth and eighteenth
+ * sessions); the number tells the runs apart. */
+#define RT_TRIPS 2000
+#define RT_LIMIT_S 0.05
+
+typedef struct {
+    _Alignas(64) _Atomic long flag;
+    _Alignas(64) _Atomic int started[2];
+    _Atomic int give_up;
+    double t0, ns;
+} rt_job;
+
+/* Spin until j->flag == want; false (and give_up set) past the time limit
+ * or when the other task gave up. */
+static bool rt_wait(rt_job *j, long want) {
+    for (unsigned spins = 1;; spins++) {
+        if (atomic_load_explicit(&j->flag, memory_order_acquire) == want) return true;
+        if (atomic_load_explicit(&j->give_up, memory_order_relaxed)) return false;
+        if (!(spins & 4095) && qtts_cli_now() - j->t0 > RT_LIMIT_S) {
+            atomic_store(&j->give_up, 1);
+            return false;
+        }
+    }
+}
+
+static void rt_task(void *ctx, int p) {
+    rt_job *j = ctx;
+    atomic_store(&j->started[p], 1);
+    /* both tasks may fall to one thread, one after the other: the first
+     * then gives up waiting for the second, which finds give_up set */
+    while (!atomic_load(&j->started[1 - p]))
+        if (atomic_load(&j->give_up) || qtts_cli_now() - j->t0 > RT_LIMIT_S) {
+            atomic_store(&j->give_up, 1);
+            return;
+        }
+    if (p == 0) {
+        const double t = qtts_cli_now();
+        for (long i = 0; i < RT_TRIPS; i++) {
+            atomic_store_explicit(&j->flag, 2 * i + 1, memory_order_release);
+            if (!rt_wait(j, 2 * i + 2)) return;
+        }
+        j->ns = (qtts_cli_now() - t) / RT_TRIPS * 1e9;
+    } else {
+        for (long i = 0; i < RT_TRIPS; i++) {
+            if (!rt_wait(j, 2 * i + 1)) return;
+            atomic_store_explicit(&j->flag, 2 * i + 2, memory_order_release);
+        }
+    }
+}
+
+static double round_trip_ns(void) {
+    if (qtts_threads_count() < 2) return NAN;
+    rt_job j = {.t0 = qtts_cli_now(), .ns = NAN};
+    qtts_parallel_for(2, rt_task, &j);
+    return atomic_load(&j.give_up) ? NAN : j.ns;
 }
 
 /* ==== arithmetic-peak probes ============================================== */
@@ -509,6 +577,7 @@ typedef struct {
     double talker_ms, cp_ms, codec_ms, prefill_ms, ref_skip_ms, ttfa_s, total_s, audio_s, rtf;
     int frames, prefill_rows;
     double bw_talker_s, bw_cp_s, fma, int8;  /* probes */
+    double rt_ns[2];                          /* round_trip_ns before and after the run */
 } run_result;
 
 /* v[r] = the double at byte offset off of rr[r]. */
@@ -766,9 +835,12 @@ int qtts_cmd_bench(int argc, char **argv) {
     double x_talker[MAX_RUNS], x_cp[MAX_RUNS], x_tcp[MAX_RUNS], x_codec[MAX_RUNS];
     stage_cost cost = {0};
     for (int r = 0; r < runs; r++) {
+        const double rt0 = round_trip_ns();
         double bw_t = host ? bw_probe(&talker_sp) : NAN, bw_c = host ? bw_probe(&cp_sp) : NAN;
         const double fma = host ? peak_probe(false) : NAN, i8 = host ? peak_probe(true) : NAN;
         rr[r] = synth_once(eng, ses, &req, frames, (uint64_t)r);
+        rr[r].rt_ns[0] = rt0;
+        rr[r].rt_ns[1] = round_trip_ns();
         if (host) {   /* the bandwidth probes again after the run: the mean of the two times */
             bw_t = 0.5 * (bw_t + bw_probe(&talker_sp));
             bw_c = 0.5 * (bw_c + bw_probe(&cp_sp));
@@ -831,6 +903,21 @@ int qtts_cmd_bench(int argc, char **argv) {
     const char *isa = qtts_kernels_isa();
     const int threads = qtts_threads_count();
 
+    /* the threads' round trips: median, least, most (NaN: none measured) */
+    double rt_med = NAN, rt_min = NAN, rt_max = NAN;
+    {
+        double rt[2 * MAX_RUNS];
+        int n = 0;
+        for (int r = 0; r < runs; r++)
+            for (int k = 0; k < 2; k++)
+                if (!isnan(rr[r].rt_ns[k])) rt[n++] = rr[r].rt_ns[k];
+        if (n) {
+            qsort(rt, (size_t)n, sizeof *rt, cmp_double);
+            rt_med = n % 2 ? rt[n / 2] : 0.5 * (rt[n / 2 - 1] + rt[n / 2]);
+            rt_min = rt[0];
+            rt_max = rt[n - 1];
+        }
+    }
     /* the cache the kernels' prefetch placement depends on (qtts_mat.resident) */
     const double llc_mb = (double)qtts_llc_bytes() / (1024.0 * 1024.0);
     const bool cp_resident = w->cp.n_layers > 0 && w->cp.layers[0].q.resident;
@@ -844,8 +931,14 @@ int qtts_cmd_bench(int argc, char **argv) {
         printf("\"machine\":{\"cpu\":");
         json_str(cpu);
         printf(",\"cpus\":%d,\"threads\":%d,\"isa\":\"%s\",\"llc_mb\":%.1f,"
-               "\"cp_resident\":%s},",
+               "\"cp_resident\":%s,",
                qtts_cpu_count(), threads, isa, llc_mb, cp_resident ? "true" : "false");
+        char rb[3][32];
+        if (isnan(rt_med)) printf("\"thread_round_trip_ns\":null},");
+        else
+            printf("\"thread_round_trip_ns\":{\"median\":%s,\"min\":%s,\"max\":%s}},",
+                   num_or_null(rb[0], 32, "%.0f", rt_med), num_or_null(rb[1], 32, "%.0f", rt_min),
+                   num_or_null(rb[2], 32, "%.0f", rt_max));
         printf("\"text\":");
         json_str(text);
         printf(",\"words\":%d,\"runs\":%d,\"frames\":%.0f,\"stream_chunk_frames\":%d,"
@@ -883,8 +976,11 @@ int qtts_cmd_bench(int argc, char **argv) {
                model, kinds[info.kind], info.size, info.quant_talker, info.quant_cp, info.codec,
                info.kv_cache, backend ? backend : "cpu");
         printf("machine: %s, %d CPUs, %d threads, kernels %s, last-level cache %.0f MB (code "
-               "predictor prefetched to %s)\n",
+               "predictor prefetched to %s)",
                cpu, qtts_cpu_count(), threads, isa, llc_mb, cp_resident ? "L1, resident" : "L2");
+        if (!isnan(rt_med))
+            printf(", threads' round trip %.0f ns (%.0f-%.0f)", rt_med, rt_min, rt_max);
+        printf("\n");
         if (host)
             printf("probes (medians): talker weights read at %.1f GB/s, code predictor's at %.1f GB/s; "
                    "fp32 FMA %.0f GFLOP/s (%s), int8 dot %.0f GOP/s (%s)\n",

@@ -521,7 +521,8 @@ static void test_cli(void) {
     CHECK(rc == 0 && strstr(out, "reference skip"), "bench --voice: %d %s", rc, out);
     /* bench --json: one JSON object whose machine block names the last-level
      * cache and whether the code predictor's layers count as resident in it
-     * (a tiny model's fit any cache of known size) */
+     * (a tiny model's fit any cache of known size), and has the threads'
+     * round trip, null with one thread */
     snprintf(cmd, sizeof cmd,
              "(%s bench -m %s --voice %s/v.voice -j 1 --runs 1 --frames 3 -q --json 2>/dev/null)",
              bin, m, dir);
@@ -531,11 +532,12 @@ static void test_cli(void) {
         qtts_json *doc = rc == 0 ? qtts_json_parse(out, strlen(out), NULL, "bench --json", &jerr)
                                  : NULL;
         const qtts_json *mach = doc ? qtts_json_get(doc, "machine") : NULL;
+        const qtts_json *rt = mach ? qtts_json_get(mach, "thread_round_trip_ns") : NULL;
         double llc = -1;
         bool resident = false;
         CHECK(mach && qtts_json_get_num(mach, "llc_mb", &llc) &&
                   qtts_json_get_bool(mach, "cp_resident", &resident) && llc >= 0 &&
-                  resident == (llc > 0),
+                  resident == (llc > 0) && rt && rt->type == QTTS_JSON_NULL,
               "bench --json machine block: rc %d, %s %s", rc, jerr.msg, out);
         qtts_json_free(doc);
     }
