@@ -212,7 +212,7 @@ static bool unit_rows(const mm_split *s, int m, int a, int b, int *r0, int *r1) 
  * outputs are still in L1): qtts_swiglu on 8 elements at a time ran one
  * exponential vector per call, the polynomial's latency unhidden, at
  * ~6.6 ns an element in the engine against ~1.5 on a few hundred (EPYC
- * host, 0.6B int4: 3.5% of a frame's samples). */
+ * host, 0.6B int4: 3.5% of `bench_backend`'s samples). */
 #define SWIGLU_ROWS 8
 
 /* Every row of units [a, b). */

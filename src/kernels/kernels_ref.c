@@ -392,7 +392,6 @@ static inline __attribute__((always_inline)) void expm1_8(exp_v8f *v) {
     *v = __builtin_convertvector(y, exp_v8f);
 }
 
-
 /* The lane operations of qtts_exp, qtts_expm1 and qtts_elu_row. */
 enum { OP_EXP, OP_EXPM1, OP_ELU };
 
