@@ -221,68 +221,14 @@ static double bw_probe(const span_list *l) {
     return t;
 }
 
-/* ==== the threads' placement ============================================== */
-
-/* Nanoseconds for a cache line to go from the pool's calling thread to a
- * worker and back (the mean of RT_TRIPS round trips); NAN with one thread,
- * or when the two tasks did not run side by side within RT_LIMIT_S. Why:
- * the two vCPUs of the EPYC VM sit on one core complex (one shared L3, a
- * round trip of ~55 ns) or on two (~300 ns), and the x floors moved by up
+/* The threads' round trip (qtts_threads_round_trip_ns), NAN when not
+ * measured. Why: the two vCPUs of the EPYC VM sit on one core complex
+ * (one shared L3, ~55 ns) or on two (~300 ns), and the x floors moved by up
  * to 30% between the two (docs/PERFORMANCE.md, sixteenth and eighteenth
  * sessions); the number tells the runs apart. */
-#define RT_TRIPS 2000
-#define RT_LIMIT_S 0.05
-
-typedef struct {
-    _Alignas(64) _Atomic long flag;
-    _Alignas(64) _Atomic int started[2];
-    _Atomic int give_up;
-    double t0, ns;
-} rt_job;
-
-/* Spin until j->flag == want; false (and give_up set) past the time limit
- * or when the other task gave up. */
-static bool rt_wait(rt_job *j, long want) {
-    for (unsigned spins = 1;; spins++) {
-        if (atomic_load_explicit(&j->flag, memory_order_acquire) == want) return true;
-        if (atomic_load_explicit(&j->give_up, memory_order_relaxed)) return false;
-        if (!(spins & 4095) && qtts_cli_now() - j->t0 > RT_LIMIT_S) {
-            atomic_store(&j->give_up, 1);
-            return false;
-        }
-    }
-}
-
-static void rt_task(void *ctx, int p) {
-    rt_job *j = ctx;
-    atomic_store(&j->started[p], 1);
-    /* both tasks may fall to one thread, one after the other: the first
-     * then gives up waiting for the second, which finds give_up set */
-    while (!atomic_load(&j->started[1 - p]))
-        if (atomic_load(&j->give_up) || qtts_cli_now() - j->t0 > RT_LIMIT_S) {
-            atomic_store(&j->give_up, 1);
-            return;
-        }
-    if (p == 0) {
-        const double t = qtts_cli_now();
-        for (long i = 0; i < RT_TRIPS; i++) {
-            atomic_store_explicit(&j->flag, 2 * i + 1, memory_order_release);
-            if (!rt_wait(j, 2 * i + 2)) return;
-        }
-        j->ns = (qtts_cli_now() - t) / RT_TRIPS * 1e9;
-    } else {
-        for (long i = 0; i < RT_TRIPS; i++) {
-            if (!rt_wait(j, 2 * i + 1)) return;
-            atomic_store_explicit(&j->flag, 2 * i + 2, memory_order_release);
-        }
-    }
-}
-
 static double round_trip_ns(void) {
-    if (qtts_threads_count() < 2) return NAN;
-    rt_job j = {.t0 = qtts_cli_now(), .ns = NAN};
-    qtts_parallel_for(2, rt_task, &j);
-    return atomic_load(&j.give_up) ? NAN : j.ns;
+    const double ns = qtts_threads_round_trip_ns();
+    return ns < 0 ? NAN : ns;
 }
 
 /* ==== arithmetic-peak probes ============================================== */

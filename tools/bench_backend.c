@@ -105,6 +105,7 @@ int main(int argc, char **argv) {
     printf("prefill: %d rows x %d sequences: %.2f ms per sequence\n", L, B,
            (qtts_now() - t0) * 1e3 / B);
 
+    const double rt0 = qtts_threads_round_trip_ns();
     for (int f = 0; f < frames; f++) {
         for (int b = 0; b < B; b++) {
             codes[(size_t)b * G] = (f * 131 + b * 17) % 2048;
@@ -128,6 +129,10 @@ int main(int argc, char **argv) {
         t_step[f] = qtts_now() - t0;
         if (s) die("talker step", &err);
     }
+    /* where the threads sat (base/thread.h): ab_pairs.py tells rounds apart by it */
+    const double rt1 = qtts_threads_round_trip_ns();
+    if (rt0 >= 0 && rt1 >= 0)
+        printf("threads' round trip: %.0f ns before the frames, %.0f ns after\n", rt0, rt1);
     const double first = (t_cp[0] + t_step[0]) * 1e3;
     double mean = 0;   /* over every frame, as qwen3-tts bench reports its stages */
     for (int f = 0; f < frames; f++) mean += (t_cp[f] + t_step[f]) * 1e3 / frames;

@@ -410,3 +410,61 @@ void qtts_parallel_for(int n_tasks, qtts_task_fn fn, void *ctx) {
     }
     qtts_pool_run(atomic_load_explicit(&g_pool, memory_order_acquire), n_tasks, fn, ctx);
 }
+
+/* ==== the round trip between two threads ================================ */
+
+#define RT_TRIPS 2000
+#define RT_LIMIT_NS 50000000L   /* 50 ms */
+
+typedef struct {
+    _Alignas(64) _Atomic long flag;
+    _Alignas(64) _Atomic int started[2];
+    _Atomic int give_up;
+    long t0;
+    double ns;
+} rt_job;
+
+/* Spin until j->flag == want; false (and give_up set) past the time limit
+ * or when the other task gave up. */
+static bool rt_wait(rt_job *j, long want) {
+    for (unsigned spins = 1;; spins++) {
+        if (atomic_load_explicit(&j->flag, memory_order_acquire) == want) return true;
+        if (atomic_load_explicit(&j->give_up, memory_order_relaxed)) return false;
+        if (!(spins & 4095) && now_ns() - j->t0 > RT_LIMIT_NS) {
+            atomic_store(&j->give_up, 1);
+            return false;
+        }
+    }
+}
+
+static void rt_task(void *ctx, int p) {
+    rt_job *j = ctx;
+    atomic_store(&j->started[p], 1);
+    /* both tasks may fall to one thread, one after the other: the first
+     * then gives up waiting for the second, which finds give_up set */
+    while (!atomic_load(&j->started[1 - p]))
+        if (atomic_load(&j->give_up) || now_ns() - j->t0 > RT_LIMIT_NS) {
+            atomic_store(&j->give_up, 1);
+            return;
+        }
+    if (p == 0) {
+        const long t = now_ns();
+        for (long i = 0; i < RT_TRIPS; i++) {
+            atomic_store_explicit(&j->flag, 2 * i + 1, memory_order_release);
+            if (!rt_wait(j, 2 * i + 2)) return;
+        }
+        j->ns = (double)(now_ns() - t) / RT_TRIPS;
+    } else {
+        for (long i = 0; i < RT_TRIPS; i++) {
+            if (!rt_wait(j, 2 * i + 1)) return;
+            atomic_store_explicit(&j->flag, 2 * i + 2, memory_order_release);
+        }
+    }
+}
+
+double qtts_threads_round_trip_ns(void) {
+    if (qtts_threads_count() < 2 || t_serial) return -1;
+    rt_job j = {.t0 = now_ns(), .ns = -1};
+    qtts_parallel_for(2, rt_task, &j);
+    return atomic_load(&j.give_up) ? -1 : j.ns;
+}

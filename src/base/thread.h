@@ -115,6 +115,15 @@ bool qtts_steal_next(qtts_steal *s, int p, int *a, int *b);
 /* Home range p (before any claim): [*a, *b). */
 void qtts_steal_home(int n, int parts, int p, int *a, int *b);
 
+/* Nanoseconds for a cache line to go from the calling thread to one of
+ * the process-wide pool's workers and back (the mean of 2000 round trips,
+ * on two tasks of one parallel-for); -1 with one thread, or when the two
+ * tasks did not run side by side within 50 ms. A diagnostic for
+ * benchmarks: on a VM the two vCPUs may share a core complex (one L3,
+ * ~55 ns on the EPYC host of docs/PERFORMANCE.md) or sit on two (~300
+ * ns), and memory-bound timings differ between the two. */
+double qtts_threads_round_trip_ns(void);
+
 /* Online CPUs this process may run on (sched affinity), at least 1. */
 int qtts_cpu_count(void);
 

@@ -406,6 +406,24 @@ static void test_cache_size(void) {
     printf("  last-level cache here: %llu KB\n", (unsigned long long)(llc >> 10));
 }
 
+/* The threads' round trip: -1 without a second thread (one thread, or a
+ * caller marked serial); with two, a positive time, or -1 when the two
+ * tasks did not run side by side (a loaded machine), and never a hang. */
+static void test_round_trip(void) {
+    qtts_threads_shutdown();
+    CHECK(qtts_threads_round_trip_ns() == -1, "one thread: -1");
+    CHECK(qtts_threads_init(2) == 2, "two threads");
+    for (int i = 0; i < 5; i++) {
+        const double ns = qtts_threads_round_trip_ns();
+        CHECK(ns == -1 || (ns > 0 && ns < 50e6), "round trip %g ns", ns);
+        if (i == 0) printf("  threads' round trip here: %.0f ns\n", ns);
+    }
+    qtts_threads_set_local_serial(true);
+    CHECK(qtts_threads_round_trip_ns() == -1, "a serial caller: -1");
+    qtts_threads_set_local_serial(false);
+    qtts_threads_shutdown();
+}
+
 int main(void) {
     TEST_RUN(test_cache_size);
     TEST_RUN(test_many_dispatches);
@@ -419,5 +437,6 @@ int main(void) {
     TEST_RUN(test_steal_contiguous);
     TEST_RUN(test_steal_threads);
     TEST_RUN(test_dispatch_latency);
+    TEST_RUN(test_round_trip);
     TEST_END();
 }
