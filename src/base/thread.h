@@ -115,10 +115,11 @@ bool qtts_steal_next(qtts_steal *s, int p, int *a, int *b);
 /* Home range p (before any claim): [*a, *b). */
 void qtts_steal_home(int n, int parts, int p, int *a, int *b);
 
-/* Nanoseconds for a cache line to go from the calling thread to one of
- * the process-wide pool's workers and back (the mean of 2000 round trips,
- * on two tasks of one parallel-for); -1 with one thread, or when the two
- * tasks did not run side by side within 50 ms. A diagnostic for
+/* Nanoseconds for a cache line to go from one thread of the process-wide
+ * pool to another and back: the mean of 2000 round trips between the two
+ * tasks of one parallel-for (usually the caller and a worker). -1 with one
+ * thread, or when the two tasks did not run side by side within 50 ms
+ * (a busy pool runs both on the caller; a loaded CPU). A diagnostic for
  * benchmarks: on a VM the two vCPUs may share a core complex (one L3,
  * ~55 ns on the EPYC host of docs/PERFORMANCE.md) or sit on two (~300
  * ns), and memory-bound timings differ between the two. */
