@@ -101,9 +101,10 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* n <= 2 * MAX_RUNS (the round trips: two a run) */
 static double median(const double *v, int n) {
     if (n <= 0) return 0;
-    double s[MAX_RUNS];
+    double s[2 * MAX_RUNS];
     memcpy(s, v, sizeof(double) * (size_t)n);
     qsort(s, (size_t)n, sizeof *s, cmp_double);
     return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
@@ -858,10 +859,12 @@ int qtts_cmd_bench(int argc, char **argv) {
             for (int k = 0; k < 2; k++)
                 if (!isnan(rr[r].rt_ns[k])) rt[n++] = rr[r].rt_ns[k];
         if (n) {
-            qsort(rt, (size_t)n, sizeof *rt, cmp_double);
-            rt_med = n % 2 ? rt[n / 2] : 0.5 * (rt[n / 2 - 1] + rt[n / 2]);
-            rt_min = rt[0];
-            rt_max = rt[n - 1];
+            rt_med = median(rt, n);
+            rt_min = rt_max = rt[0];
+            for (int i = 1; i < n; i++) {
+                rt_min = fmin(rt_min, rt[i]);
+                rt_max = fmax(rt_max, rt[i]);
+            }
         }
     }
     /* the cache the kernels' prefetch placement depends on (qtts_mat.resident) */
@@ -879,12 +882,10 @@ int qtts_cmd_bench(int argc, char **argv) {
         printf(",\"cpus\":%d,\"threads\":%d,\"isa\":\"%s\",\"llc_mb\":%.1f,"
                "\"cp_resident\":%s,",
                qtts_cpu_count(), threads, isa, llc_mb, cp_resident ? "true" : "false");
-        char rb[3][32];
         if (isnan(rt_med)) printf("\"thread_round_trip_ns\":null},");
         else
-            printf("\"thread_round_trip_ns\":{\"median\":%s,\"min\":%s,\"max\":%s}},",
-                   num_or_null(rb[0], 32, "%.0f", rt_med), num_or_null(rb[1], 32, "%.0f", rt_min),
-                   num_or_null(rb[2], 32, "%.0f", rt_max));
+            printf("\"thread_round_trip_ns\":{\"median\":%.0f,\"min\":%.0f,\"max\":%.0f}},",
+                   rt_med, rt_min, rt_max);
         printf("\"text\":");
         json_str(text);
         printf(",\"words\":%d,\"runs\":%d,\"frames\":%.0f,\"stream_chunk_frames\":%d,"
