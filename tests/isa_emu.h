@@ -286,6 +286,23 @@ EMU __m512 emu_mm512_shuffle_f32x4(__m512 a_, __m512 b_, int imm) {
     }
     return r.ps;
 }
+/* the same for 64-bit integer lanes (the lanes are bits: the same move) */
+EMU __m512i emu_mm512_shuffle_i64x2(__m512i a_, __m512i b_, int imm) {
+    emu512 a = {.si = a_}, b = {.si = b_}, r;
+    for (int l = 0; l < 4; l++) {
+        const emu512 *src = l < 2 ? &a : &b;
+        memcpy(r.u8 + 16 * l, src->u8 + 16 * ((imm >> (2 * l)) & 3), 16);
+    }
+    return r.si;
+}
+/* r[i] = idx[i] bit 4 ? b[idx[i] & 15] : a[idx[i] & 15] */
+EMU __m512i emu_mm512_permutex2var_epi32(__m512i a_, __m512i idx_, __m512i b_) {
+    emu512 a = {.si = a_}, idx = {.si = idx_}, b = {.si = b_}, r;
+    for (int i = 0; i < 16; i++) r.u32[i] = (idx.u32[i] & 16 ? b : a).u32[idx.u32[i] & 15];
+    return r.si;
+}
+EMU void emu_mm512_storeu_si512(void *p, __m512i a) { memcpy(p, &a, 64); }
+EMU void emu_mm512_storeu_ps(void *p, __m512 a) { memcpy(p, &a, 64); }
 /* within each 128-bit lane: r[j] = a[(imm >> 2j) & 3] */
 EMU __m512 emu_mm512_permute_ps(__m512 a_, int imm) {
     emu512 a = {.ps = a_}, r;
@@ -450,5 +467,13 @@ EMU __m512 emu_mm512_mask3_fmadd_ps(__m512 a_, __m512 b_, __m512 c_, __mmask16 k
 #define _mm512_cvtph_ps emu_mm512_cvtph_ps
 #undef _mm512_mask3_fmadd_ps
 #define _mm512_mask3_fmadd_ps emu_mm512_mask3_fmadd_ps
+#undef _mm512_shuffle_i64x2
+#define _mm512_shuffle_i64x2 emu_mm512_shuffle_i64x2
+#undef _mm512_permutex2var_epi32
+#define _mm512_permutex2var_epi32 emu_mm512_permutex2var_epi32
+#undef _mm512_storeu_si512
+#define _mm512_storeu_si512 emu_mm512_storeu_si512
+#undef _mm512_storeu_ps
+#define _mm512_storeu_ps emu_mm512_storeu_ps
 
 #endif

@@ -420,7 +420,7 @@ static void matmul_jobs(const qtts_isa *isa, int count, float *const *y, const f
         int8_t *pq = (int8_t *)(pd + nb);
         for (int t = 0; t < mt; t++) {
             isa->quantize_act(x + (size_t)(t0 + t) * C, C, pq, pd);
-            qtts_pack_act(pq, pd, C, xq + (size_t)t * ng * 512, xd + (size_t)t * ng * 16,
+            isa->pack_act(pq, pd, C, xq + (size_t)t * ng * 512, xd + (size_t)t * ng * 16,
                           xs + (size_t)t * ng * 16);
         }
         for (int m = 0; m < count; m++) {

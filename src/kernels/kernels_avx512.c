@@ -331,6 +331,68 @@ static void quantize_act(const float *x, int cols, int8_t *q, float *d) {
     }
 }
 
+/* qtts_pack_act, a group (16 blocks) at a time. The group's codes, 16
+ * blocks of 8 four-byte words, are a 16 x 8 matrix of dwords in block
+ * order; the packed order is its transpose (word k of the 16 blocks in
+ * vector k). R[j] holds blocks 2j and 2j + 1. Two-source dword permutes
+ * make T[2a] = words 0-3 and T[2a+1] = words 4-7 of blocks 4a..4a+3, each
+ * 128-bit lane one word of the four; a 4 x 4 transpose of those lanes
+ * gives the packed vectors. Each block's code sum is VPDPBUSD against
+ * ones over the packed vectors (lane i: block i). Missing blocks of a
+ * last, partial group are loaded as zeros (codes, scale and sum 0, as the
+ * reference writes them). Bits as qtts_pack_act; at 1024 columns ~3x
+ * faster on the EPYC (Zen 4) host. */
+static void pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float *xd, int32_t *xs) {
+    const int nb = cols / QTTS_QK, ng = qtts_packed_groups(cols);
+    const __m512i ones = _mm512_set1_epi8(1);
+    const __m512i lo4 = _mm512_set_epi32(27, 19, 11, 3, 26, 18, 10, 2, 25, 17, 9, 1, 24, 16, 8, 0);
+    const __m512i hi4 = _mm512_set_epi32(31, 23, 15, 7, 30, 22, 14, 6, 29, 21, 13, 5, 28, 20, 12, 4);
+    for (int g = 0; g < ng; g++) {
+        const int left = nb - 16 * g;   /* blocks in this group, 1..16 */
+        const int8_t *src = q + (size_t)g * 512;
+        int8_t *dst = xq + (size_t)g * 512;
+        __m512i R[8];
+        if (left >= 16) {
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) R[j] = _mm512_loadu_si512(src + 64 * j);
+            _mm512_storeu_ps(xd + g * 16, _mm512_loadu_ps(d + g * 16));
+        } else {
+            for (int j = 0; j < 8; j++) {
+                const int n = left - 2 * j;   /* blocks of R[j] present: 2, 1 or none */
+                R[j] = _mm512_maskz_loadu_epi8(n >= 2 ? ~0ull : n == 1 ? 0xffffffffull : 0,
+                                               src + 64 * j);
+            }
+            _mm512_storeu_ps(xd + g * 16,
+                             _mm512_maskz_loadu_ps((__mmask16)((1u << left) - 1), d + g * 16));
+        }
+        __m512i T[8];
+#pragma GCC unroll 4
+        for (int a = 0; a < 4; a++) {
+            T[2 * a] = _mm512_permutex2var_epi32(R[2 * a], lo4, R[2 * a + 1]);
+            T[2 * a + 1] = _mm512_permutex2var_epi32(R[2 * a], hi4, R[2 * a + 1]);
+        }
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {   /* words 4h..4h+3 */
+            const __m512i b0 = _mm512_shuffle_i64x2(T[h], T[2 + h], 0x44);
+            const __m512i b1 = _mm512_shuffle_i64x2(T[h], T[2 + h], 0xEE);
+            const __m512i b2 = _mm512_shuffle_i64x2(T[4 + h], T[6 + h], 0x44);
+            const __m512i b3 = _mm512_shuffle_i64x2(T[4 + h], T[6 + h], 0xEE);
+            const __m512i o0 = _mm512_shuffle_i64x2(b0, b2, 0x88);
+            const __m512i o1 = _mm512_shuffle_i64x2(b0, b2, 0xDD);
+            const __m512i o2 = _mm512_shuffle_i64x2(b1, b3, 0x88);
+            const __m512i o3 = _mm512_shuffle_i64x2(b1, b3, 0xDD);
+            _mm512_storeu_si512(dst + 64 * (4 * h), o0);
+            _mm512_storeu_si512(dst + 64 * (4 * h + 1), o1);
+            _mm512_storeu_si512(dst + 64 * (4 * h + 2), o2);
+            _mm512_storeu_si512(dst + 64 * (4 * h + 3), o3);
+            s0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s0, ones, o0), ones, o1);
+            s1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s1, ones, o2), ones, o3);
+        }
+        _mm512_storeu_si512(xs + g * 16, _mm512_add_epi32(s0, s1));
+    }
+}
+
 const qtts_isa qtts_isa_avx512 = {
     .name = "avx512",
     .mm_f32 = mm_f32,
@@ -338,6 +400,7 @@ const qtts_isa qtts_isa_avx512 = {
     .mm_q8_0 = mm_q8_0,
     .mm_q4_0 = mm_q4_0,
     .quantize_act = quantize_act,
+    .pack_act = pack_act,
     .attn_scores = attn_scores_v,
     .attn_out = attn_out_v,
     .attn_scores_bf16 = attn_scores_bf16_v,

@@ -214,6 +214,8 @@ typedef struct {
     /* One row of cols (multiple of 32) values to codes + per-block scales,
      * bit-identical to qtts_quantize_act_ref. */
     void (*quantize_act)(const float *x, int cols, int8_t *q, float *d);
+    /* qtts_pack_act, bit for bit */
+    void (*pack_act)(const int8_t *q, const float *d, int cols, int8_t *xq, float *xd, int32_t *xs);
     /* qtts_attn_scores / qtts_attn_out (kernels.h; attn_impl.h) */
     void (*attn_scores)(float *scores, size_t lds, const float *q, int nh, const float *k,
                         size_t ldk, int ctx, int d, float scale, const void *next, int next_rows);

@@ -303,6 +303,7 @@ const qtts_isa ISA_TABLE = {
     .mm_q8_0 = mm_q8_0,
     .mm_q4_0 = mm_q4_0,
     .quantize_act = quantize_act,
+    .pack_act = qtts_pack_act,
     .attn_scores = attn_scores_v,
     .attn_out = attn_out_v,
     .attn_scores_bf16 = attn_scores_bf16_v,

@@ -183,6 +183,7 @@ const qtts_isa qtts_isa_ref = {
     .mm_q8_0 = mm_q8_0,
     .mm_q4_0 = mm_q4_0,
     .quantize_act = qtts_quantize_act_ref,
+    .pack_act = qtts_pack_act,
     .attn_scores = attn_scores_ref,
     .attn_out = attn_out_ref,
     .attn_scores_bf16 = attn_scores_bf16_ref,

@@ -226,6 +226,40 @@ done:
     qtts_free(x);
 }
 
+/* Each path's pack_act against qtts_pack_act, byte for byte, over every
+ * byte of the packed row: whole groups, partial last groups (1, 2, 15 and
+ * odd numbers of blocks), codes at both ends of the range, and a
+ * destination full of stale bytes that must all be overwritten. */
+static void test_pack_act(void) {
+    static const int cols_list[] = {32, 64, 96, 480, 512, 544, 1024, 1056, 2048, 3072, 32 * 37};
+    for (size_t c = 0; c < QTTS_ARRAY_LEN(cols_list); c++) {
+        const int C = cols_list[c], nb = C / 32, ng = qtts_packed_groups(C);
+        int8_t *q = qtts_malloc((size_t)C);
+        float *d = qtts_malloc(sizeof(float) * nb);
+        const size_t bytes = qtts_packed_act_bytes(C);
+        uint8_t *want = qtts_malloc(bytes), *got = qtts_malloc(bytes);
+        for (int rep = 0; rep < 4; rep++) {
+            for (int i = 0; i < C; i++)
+                q[i] = rep == 0 ? (int8_t)(i & 1 ? 127 : -127) : (int8_t)(rnd32() % 255 - 127);
+            for (int b = 0; b < nb; b++) d[b] = (float)(rnd32() % 1000) * 1e-3f;
+            memset(want, 0xA5, bytes);
+            qtts_pack_act(q, d, C, (int8_t *)want, (float *)(want + (size_t)ng * 512),
+                          (int32_t *)(want + (size_t)ng * 576));
+            for (int a = 0; a < n_isas; a++) {
+                memset(got, rep & 1 ? 0x5A : 0xFF, bytes);
+                isas[a]->pack_act(q, d, C, (int8_t *)got, (float *)(got + (size_t)ng * 512),
+                                  (int32_t *)(got + (size_t)ng * 576));
+                CHECK(!memcmp(want, got, bytes), "%s: packed activations differ (cols %d)",
+                      isas[a]->name, C);
+            }
+        }
+        qtts_free(q);
+        qtts_free(d);
+        qtts_free(want);
+        qtts_free(got);
+    }
+}
+
 typedef struct {
     qtts_mat m;        /* owned quantized matrix */
     float *deq;        /* its dequantization [rows, cols] */
@@ -1276,6 +1310,7 @@ int main(void) {
     list_isas();
     TEST_RUN(test_float_paths);
     TEST_RUN(test_quantize_act);
+    TEST_RUN(test_pack_act);
     TEST_RUN(test_packed_layout);
     TEST_RUN(test_attention);
     TEST_RUN(test_norm_rope);
