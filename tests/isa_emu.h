@@ -286,13 +286,9 @@ EMU __m512 emu_mm512_shuffle_f32x4(__m512 a_, __m512 b_, int imm) {
     }
     return r.ps;
 }
-/* the same for 64-bit integer lanes (the lanes are bits: the same move) */
+/* the same move of 128-bit lanes, on integer vectors */
 EMU __m512i emu_mm512_shuffle_i64x2(__m512i a_, __m512i b_, int imm) {
-    emu512 a = {.si = a_}, b = {.si = b_}, r;
-    for (int l = 0; l < 4; l++) {
-        const emu512 *src = l < 2 ? &a : &b;
-        memcpy(r.u8 + 16 * l, src->u8 + 16 * ((imm >> (2 * l)) & 3), 16);
-    }
+    emu512 a = {.si = a_}, b = {.si = b_}, r = {.ps = emu_mm512_shuffle_f32x4(a.ps, b.ps, imm)};
     return r.si;
 }
 /* r[i] = idx[i] bit 4 ? b[idx[i] & 15] : a[idx[i] & 15] */

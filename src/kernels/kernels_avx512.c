@@ -340,7 +340,7 @@ static void quantize_act(const float *x, int cols, int8_t *q, float *d) {
  * gives the packed vectors. Each block's code sum is VPDPBUSD against
  * ones over the packed vectors (lane i: block i). Missing blocks of a
  * last, partial group are loaded as zeros (codes, scale and sum 0, as the
- * reference writes them). Bits as qtts_pack_act; at 1024 columns ~3x
+ * reference writes them). Bits as qtts_pack_act; at 1024 columns ~2.5x
  * faster on the EPYC (Zen 4) host. */
 static void pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float *xd, int32_t *xs) {
     const int nb = cols / QTTS_QK, ng = qtts_packed_groups(cols);
