@@ -346,13 +346,13 @@ static qtts_status write_weights(const qtts_st_set *set, const char *src_dir, co
     if (!st && (fflush(f) != 0 || fsync(fileno(f)) != 0))
         st = qtts_fail(err, QTTS_ERR_IO, "%s: write error: %s", path, strerror(errno));
     /* Drop the file's pages, now clean, from the page cache. Pages cached
-     * by write() stay in small folios, and the engine's mapping of them then
-     * takes 4 KB pages; read back from disk (the check below, or the first
-     * open), they come in large folios that map as 2 MB pages, so the
-     * matmuls' reads miss the TLB far less. On the EPYC VM, with the weights
-     * on 2 MB pages: int4 frame 0.97, int8 0.93 of the time (paired runs,
-     * docs/PERFORMANCE.md, nineteenth session). Advice only: an error
-     * changes nothing. */
+     * by write() stayed in small folios (ext4, Linux 6.18), and the engine's
+     * mapping of them took 4 KB pages; read back from disk (the check below,
+     * or the first open), they come in large folios that map as 2 MB pages.
+     * On the EPYC VM the frames then took 0.97 (int4) and 0.93 (int8) of
+     * the time (paired runs, docs/PERFORMANCE.md, nineteenth session; fewer
+     * TLB misses, most likely: the VM has no counters to show it). Advice
+     * only: an error changes nothing. */
     if (!st) (void)posix_fadvise(fileno(f), 0, 0, POSIX_FADV_DONTNEED);
     if (fclose(f) != 0 && !st)
         st = qtts_fail(err, QTTS_ERR_IO, "%s: write error: %s", path, strerror(errno));
