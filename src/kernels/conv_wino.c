@@ -1,19 +1,44 @@
 /*
- * conv_wino.c - a 7-tap causal conv as Winograd F(2,7) over the blocked
- * convolution (kernels.h, "Winograd form").
+ * conv_wino.c - a 7-tap causal conv in Winograd form, F(4,7) or F(2,7),
+ * over the blocked convolution (kernels.h, "Winograd form").
  *
- * Two outputs of a dilated 7-tap conv, y[t] and y[t + d], read the eight
- * inputs s_k = x[t + (k - 6) d], k = 0..7. Winograd's minimal filtering
- * algorithm F(2,7) (Toom-Cook on the points 0, 1, -1, 2, -2, 1/2, -1/2
- * and infinity) gets both from eight products instead of fourteen:
+ * M consecutive outputs of one residue class of a dilated 7-tap conv,
+ * y[t], y[t + d], ..., y[t + (M-1) d], read the N = M + 6 inputs
+ * s_k = x[t + (k - 6) d], k = 0..N-1. Winograd's minimal filtering
+ * algorithm (Toom-Cook on N - 1 points and infinity) gets all M from N
+ * products per input channel instead of 7 M:
  *
- *     u = Bᵀ s  (per input channel)     8 values per pair
- *     m_i = W_i u_i  (i = 0..7)         eight [cout, cin] GEMMs over the pairs
- *     y = Aᵀ m + bias                   2 outputs per pair
+ *     u = Bᵀ s  (per input channel)     N values per group
+ *     m_i = W_i u_i  (i = 0..N-1)       N [cout, cin] GEMMs over the groups
+ *     y = Aᵀ m + bias                   M outputs per group
  *
  * with W_i = G_i · w (the 7 taps of each (output, input) channel pair
- * folded into 8 values, in double at load, rounded once to fp32). The rows
- * of Bᵀ are scaled to small integers and the scale moved into G:
+ * folded into N values, in double at load, rounded once to fp32). The rows
+ * of Bᵀ are scaled to coprime integers and the scale moved into G
+ * (tools/wino_derive.py derives all three and checks y = Aᵀ[(G g) ⊙ (Bᵀ s)]
+ * exactly in rationals).
+ *
+ * F(4,7), points 0, ±1, ±2, ±1/2, ±3/2 and infinity: 10 products per 4
+ * outputs, 0.36x the direct conv's multiply-adds.
+ *
+ *   Bᵀ = [ 36   0 -205    0  273    0 -120    0  16   0 ]   G: 1/36    (1, 0, ..., 0)
+ *        [  0 -36  -36  169  169 -104 -104   16  16   0 ]      1/90    (p^0 .. p^6), p = 1
+ *        [  0  36  -36 -169  169  104 -104  -16  16   0 ]      1/90    p = -1
+ *        [  0 -18   -9   98   49 -112  -56   32  16   0 ]      1/2520  p = 2
+ *        [  0  18   -9  -98   49  112  -56  -32  16   0 ]      1/2520  p = -2
+ *        [  0  36   72  -61 -122   29   58   -4  -8   0 ]      2/45    p = 1/2
+ *        [  0 -36   72   61 -122  -29   58    4  -8   0 ]      2/45    p = -1/2
+ *        [  0  12    8  -63  -42   63   42  -12  -8   0 ]      2/315   p = 3/2
+ *        [  0 -12    8   63  -42  -63   42   12  -8   0 ]      2/315   p = -3/2
+ *        [  0  36    0 -205    0  273    0 -120   0  16 ]      1/16    (0, ..., 0, 1)
+ *
+ *   Aᵀ = [ 1  1  1  1  1   1     1     1     1    0 ]
+ *        [ 0  1 -1  2 -2  1/2  -1/2   3/2  -3/2   0 ]
+ *        [ 0  1  1  4  4  1/4   1/4   9/4   9/4   0 ]
+ *        [ 0  1 -1  8 -8  1/8  -1/8  27/8 -27/8   1 ]
+ *
+ * F(2,7), points 0, ±1, ±2, ±1/2 and infinity: 8 products per 2 outputs
+ * (0.57x), for convs whose frames are too short for F(4,7):
  *
  *   Bᵀ = [ 4   0 -21   0  21   0  -4  0 ]   G = [ 1/4     0     0 ... 0    ]
  *        [ 0  -4  -4  17  17  -4  -4  0 ]       [ 1/18 (1, 1, 1, 1, 1, 1, 1) ]
@@ -27,27 +52,27 @@
  *   Aᵀ = [ 1  1  1  1  1  1    1    0 ]
  *        [ 0  1 -1  2 -2  1/2 -1/2  1 ]
  *
- * (tools/wino_f27.py derives them and checks y = Aᵀ[(G g) ⊙ (Bᵀ s)] exactly
- * in rationals.) The GEMMs are the blocked kernels of this CPU on 1-tap
- * convs, all eight in one split over the pool (qtts_conv1d_run_many: a
- * chunk's GEMMs are small, and one wait for the pool per GEMM cost more
- * than the threads' imbalance inside one), and every transform below is plain C in a
- * fixed order (the build keeps -ffp-contract=off): the bits are the same on
+ * Every entry of both Aᵀ is ± a power of two, 3/2, 9/4 or 27/8: exact in
+ * fp32. The GEMMs are the blocked kernels of this CPU on 1-tap convs, all N
+ * in one split over the pool (qtts_conv1d_run_many: a chunk's GEMMs are
+ * small, and one wait for the pool per GEMM cost more than the threads'
+ * imbalance inside one), and every transform below is plain C in a fixed
+ * order (the build keeps -ffp-contract=off): the bits are the same on
  * every instruction set and thread count.
  *
- * Which outputs pair up is fixed per frame, never per call: the caller runs
+ * Which outputs group is fixed per frame, never per call: the caller runs
  * whole frames of `frame` columns (the codec decoder pushes whole frames),
- * and within a frame the positions of each residue class mod d pair up in
- * order, (r, r + d), (r + 2d, r + 3d), ...; a class with an odd count gets
- * one more pair over its last two positions, whose second output is kept
- * (the first was computed by the pair before). So an output's bits depend
- * only on its position in its frame: a stream pushing frames one at a time
- * gets what one call over all of them gets. Every class needs two
- * positions (frame >= 2d): the pairs read no further left than the direct
- * conv does.
+ * and within a frame the positions of each residue class mod d group in
+ * order, M at a time; a class whose length is not a multiple of M gets one
+ * more group over its last M positions, of which only the outputs no group
+ * before gave are kept. So an output's bits depend only on its position in
+ * its frame: a stream pushing frames one at a time gets what one call over
+ * all of them gets. Every class needs M positions (frame >= M d): the
+ * groups read no further left than the direct conv does. F(4,7) is taken
+ * where the frame allows it, else F(2,7).
  *
- * Error: F(2,7) on these points adds about as much rounding as the direct
- * sum has (2-4x its error on random data, tests/unit/test_kernels_conv).
+ * Error (tests/unit/test_kernels_conv, random data, rms against the exact
+ * sum): F(2,7) 2-4 times the direct sum's, F(4,7) 3-4 times F(2,7)'s.
  */
 #include <math.h>
 #include <string.h>
@@ -55,25 +80,43 @@
 #include "../base/thread.h"
 #include "conv_impl.h"
 
-#define NPT 8   /* points (m + r - 1) */
 #define TAPS 7
 #define MAX_FRAME 4096   /* longest frame (stack scratch per class sequence) */
+#define MAX_NPT QTTS_CONV_WINO_MAX_POINTS
 
-/* Positions of residue class r (mod d) in a frame: ceil((frame - r) / d),
- * in pairs (2j, 2j + 1), and for an odd count one more over its last two. */
+/* Positions of residue class r (mod d) in a frame: ceil((frame - r) / d). */
 static int class_len(const qtts_conv_wino *w, int r) { return (w->frame - r + w->dil - 1) / w->dil; }
 
-/* G (8 x 7) as numerator / denominator, see above. */
-static const double G_NUM[NPT][TAPS] = {
+/* Groups of a class of len positions: len / M whole ones, and one more
+ * over its last M when M does not divide len. */
+static int class_groups(int len, int M) { return (len + M - 1) / M; }
+
+/* G (N x 7) as numerator / denominator, see above. */
+static const double G2_NUM[8][TAPS] = {
     {1, 0, 0, 0, 0, 0, 0},       {1, 1, 1, 1, 1, 1, 1},       {1, -1, 1, -1, 1, -1, 1},
     {1, 2, 4, 8, 16, 32, 64},    {1, -2, 4, -8, 16, -32, 64}, {64, 32, 16, 8, 4, 2, 1},
     {64, -32, 16, -8, 4, -2, 1}, {0, 0, 0, 0, 0, 0, 1},
 };
-static const double G_DEN[NPT] = {4, 18, 18, 360, 360, 180, 180, 4};
+static const double G2_DEN[8] = {4, 18, 18, 360, 360, 180, 180, 4};
+static const double G4_NUM[10][TAPS] = {
+    {1, 0, 0, 0, 0, 0, 0},
+    {1, 1, 1, 1, 1, 1, 1},
+    {1, -1, 1, -1, 1, -1, 1},
+    {1, 2, 4, 8, 16, 32, 64},
+    {1, -2, 4, -8, 16, -32, 64},
+    {64, 32, 16, 8, 4, 2, 1},         /* (1/2)^k, times 64 */
+    {64, -32, 16, -8, 4, -2, 1},
+    {64, 96, 144, 216, 324, 486, 729}, /* (3/2)^k, times 64 */
+    {64, -96, 144, -216, 324, -486, 729},
+    {0, 0, 0, 0, 0, 0, 1},
+};
+/* the row scales of the comment above as denominators, those of the rows
+ * of 1/2 and 3/2 times 64 (45/2 * 64, 315/2 * 64) as their numerators are */
+static const double G4_DEN[10] = {36, 90, 90, 2520, 2520, 1440, 1440, 10080, 10080, 16};
 
 void qtts_conv_wino_free(qtts_conv_wino *w) {
     if (!w) return;
-    for (int i = 0; i < NPT; i++) qtts_conv1d_free(&w->pt[i]);
+    for (int i = 0; i < MAX_NPT; i++) qtts_conv1d_free(&w->pt[i]);
     memset(w, 0, sizeof(*w));
 }
 
@@ -87,7 +130,10 @@ bool qtts_conv_wino_applies(const qtts_conv1d *c, int frame) {
  * ([cout/8][k * cin + ci][8]). */
 typedef struct {
     const qtts_conv1d *c;
-    float *wi;            /* [NPT][cout][cin] */
+    int npt;
+    const double (*num)[TAPS];
+    const double *den;
+    float *wi;            /* [npt][cout][cin] */
 } wino_pt_job;
 
 static void wino_pt_task(void *ctx, int task) {
@@ -101,10 +147,10 @@ static void wino_pt_task(void *ctx, int task) {
         for (int ci = 0; ci < cin; ci++) {
             double g[TAPS];
             for (int k = 0; k < TAPS; k++) g[k] = wg[((size_t)k * cin + ci) * QTTS_CONV_MR];
-            for (int i = 0; i < NPT; i++) {
+            for (int i = 0; i < j->npt; i++) {
                 double s = 0;
-                for (int k = 0; k < TAPS; k++) s += G_NUM[i][k] * g[k];
-                j->wi[per * i + (size_t)co * cin + ci] = (float)(s / G_DEN[i]);
+                for (int k = 0; k < TAPS; k++) s += j->num[i][k] * g[k];
+                j->wi[per * i + (size_t)co * cin + ci] = (float)(s / j->den[i]);
             }
         }
     }
@@ -114,15 +160,18 @@ bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     memset(w, 0, sizeof(*w));
     if (!qtts_conv_wino_applies(c, frame)) return false;
     const int cout = c->cout, cin = c->cin, d = c->dil;
-    *w = (qtts_conv_wino){.cout = cout, .cin = cin, .dil = d, .frame = frame};
+    const int M = frame >= 4 * d ? 4 : 2;
+    *w = (qtts_conv_wino){.cout = cout, .cin = cin, .dil = d, .frame = frame, .m = M,
+                          .npt = M + TAPS - 1};
     const size_t per = (size_t)cout * cin;
-    float *wi = qtts_malloc(sizeof(float) * per * NPT);   /* [8][cout][cin] */
+    float *wi = qtts_malloc(sizeof(float) * per * (size_t)w->npt);   /* [npt][cout][cin] */
     bool ok = wi != NULL;
     if (ok) {
-        for (int r = 0; r < d; r++) w->npairs += (class_len(w, r) + 1) / 2;
-        wino_pt_job j = {.c = c, .wi = wi};
+        for (int r = 0; r < d; r++) w->ngroups += class_groups(class_len(w, r), M);
+        wino_pt_job j = {.c = c, .npt = w->npt, .num = M == 4 ? G4_NUM : G2_NUM,
+                         .den = M == 4 ? G4_DEN : G2_DEN, .wi = wi};
         qtts_parallel_for((cout + QTTS_CONV_MR - 1) / QTTS_CONV_MR, wino_pt_task, &j);
-        for (int i = 0; i < NPT && ok; i++)
+        for (int i = 0; i < w->npt && ok; i++)
             ok = qtts_conv1d_init(&w->pt[i], wi + per * i, NULL, cout, cin, 1, 1);
     }
     qtts_free(wi);
@@ -140,24 +189,23 @@ typedef struct {
     float *y;
     size_t ldy;
     int f0, nf;            /* frames of this chunk (f0 relative to x, y) */
-    float *u, *m;          /* [8][cin][q], [8][cout][q] */
-    int q;                 /* pairs in the chunk */
+    float *u, *m;          /* [npt][cin][q], [npt][cout][q] */
+    int q;                 /* groups in the chunk */
     int per;               /* channels per task */
 } wino_job;
 
 /* The transforms run on each residue class of a frame as a sequence z[m] =
- * x[base + m d] (base = frame start + r): pair j is outputs m = 2j, 2j + 1
- * and reads s_k = z[2j + k - 6]. Copied apart into evens ze[j] = z[2j - 6]
- * and odds zo[j] = z[2j - 5], s_2a = ze[j + a] and s_2a+1 = zo[j + a], so
- * the arithmetic runs on contiguous vectors of pairs (GCC vector
- * extensions: AVX, SSE or NEON as the build allows, elementwise IEEE
- * operations with no contraction, so the same bits as one pair at a
- * time). */
+ * x[base + m d] (base = frame start + r): group j is outputs m = M j ..
+ * M j + M - 1 and reads s_k = z[M j + k - 6]. Copied apart into M phases
+ * zp[p][i] = z[M i + p - 6], s_k = zp[k % M][j + k / M], so the arithmetic
+ * runs on contiguous vectors of groups (GCC vector extensions: AVX, SSE or
+ * NEON as the build allows, elementwise IEEE operations with no
+ * contraction, so the same bits as one group at a time). */
 #define VW 16
 typedef float vf __attribute__((vector_size(VW * sizeof(float)), aligned(4)));
 #define ZCAP (MAX_FRAME / 2 + 8 + VW)
 
-#define IN_TF(T, s0, s1, s2, s3, s4, s5, s6, s7, U, J)                                 \
+#define IN_TF2(T, s0, s1, s2, s3, s4, s5, s6, s7, U, J)                                \
     do {                                                                               \
         const T e1 = 17.0f * s4 - 4.0f * (s2 + s6), o1 = 17.0f * s3 - 4.0f * (s1 + s5); \
         const T e3 = (s2 + 4.0f * s6) - 5.0f * s4;                                     \
@@ -174,7 +222,7 @@ typedef float vf __attribute__((vector_size(VW * sizeof(float)), aligned(4)));
         U(7, J, 4.0f * (s7 - s1) + 21.0f * (s3 - s5));                                 \
     } while (0)
 
-#define OUT_TF(T, m0, m1, m2, m3, m4, m5, m6, m7, b, Y0, Y1)                           \
+#define OUT_TF2(T, m0, m1, m2, m3, m4, m5, m6, m7, b, Y0, Y1)                          \
     do {                                                                               \
         const T a12 = m1 + m2, s12 = m1 - m2, a34 = m3 + m4, s34 = m3 - m4;            \
         const T a56 = m5 + m6, s56 = m5 - m6;                                          \
@@ -182,17 +230,52 @@ typedef float vf __attribute__((vector_size(VW * sizeof(float)), aligned(4)));
         Y1 = ((s12 + 2.0f * s34) + (0.5f * s56 + m7)) + b;                             \
     } while (0)
 
-/* On x86-64 the two loops below are built for AVX-512, AVX2 and the
- * baseline and picked at load (ifunc): the same operations on wider
- * registers, so the same bits. */
+/* F(4,7): rows i and i + 1 (i = 1, 3, 5, 7) of Bᵀ are e ± o, e on the
+ * even inputs s2..s8 and o on the odd ones s1..s7 */
+#define IN_TF4(T, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, U, J)                        \
+    do {                                                                               \
+        const T e1 = (169.0f * s4 - 36.0f * s2) + (16.0f * s8 - 104.0f * s6);           \
+        const T o1 = (169.0f * s3 - 36.0f * s1) + (16.0f * s7 - 104.0f * s5);           \
+        const T e3 = (49.0f * s4 - 9.0f * s2) + (16.0f * s8 - 56.0f * s6);              \
+        const T o3 = 2.0f * ((49.0f * s3 - 9.0f * s1) + (16.0f * s7 - 56.0f * s5));     \
+        const T e5 = 2.0f * ((36.0f * s2 - 61.0f * s4) + (29.0f * s6 - 4.0f * s8));     \
+        const T o5 = (36.0f * s1 - 61.0f * s3) + (29.0f * s5 - 4.0f * s7);              \
+        const T e7 = 8.0f * (s2 - s8) + 42.0f * (s6 - s4);                             \
+        const T o7 = 12.0f * (s1 - s7) + 63.0f * (s5 - s3);                            \
+        U(0, J, (36.0f * s0 - 205.0f * s2) + ((273.0f * s4 - 120.0f * s6) + 16.0f * s8)); \
+        U(1, J, e1 + o1);                                                              \
+        U(2, J, e1 - o1);                                                              \
+        U(3, J, e3 + o3);                                                              \
+        U(4, J, e3 - o3);                                                              \
+        U(5, J, e5 + o5);                                                              \
+        U(6, J, e5 - o5);                                                              \
+        U(7, J, e7 + o7);                                                              \
+        U(8, J, e7 - o7);                                                              \
+        U(9, J, (36.0f * s1 - 205.0f * s3) + ((273.0f * s5 - 120.0f * s7) + 16.0f * s9)); \
+    } while (0)
+
+#define OUT_TF4(T, m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, b, Y0, Y1, Y2, Y3)          \
+    do {                                                                               \
+        const T a12 = m1 + m2, s12 = m1 - m2, a34 = m3 + m4, s34 = m3 - m4;            \
+        const T a56 = m5 + m6, s56 = m5 - m6, a78 = m7 + m8, s78 = m7 - m8;            \
+        Y0 = ((m0 + a12) + (a34 + (a56 + a78))) + b;                                   \
+        Y1 = ((s12 + 2.0f * s34) + (0.5f * s56 + 1.5f * s78)) + b;                     \
+        Y2 = ((a12 + 4.0f * a34) + (0.25f * a56 + 2.25f * a78)) + b;                   \
+        Y3 = ((s12 + 8.0f * s34) + (0.125f * s56 + (3.375f * s78 + m9))) + b;          \
+    } while (0)
+
+/* On x86-64 the loops below are built for AVX-512, AVX2 and the baseline
+ * and picked at load (ifunc): the same operations on wider registers, so
+ * the same bits. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define WIDE
 #endif
 
-/* u_i[j] for the np pairs of one class sequence (ze, zo as above) */
-WIDE static void in_seq(const float *ze, const float *zo, float *const u[NPT], int np) {
+/* u_i[j] for the np groups of one class sequence (phases zp as above) */
+WIDE static void in_seq2(float *const zp[4], float *const u[MAX_NPT], int np) {
+    const float *ze = zp[0], *zo = zp[1];
     int j = 0;
 #define UV(i, J, v) (*(vf *)(u[i] + (J)) = (v))
     for (; j + VW <= np; j += VW) {
@@ -200,64 +283,103 @@ WIDE static void in_seq(const float *ze, const float *zo, float *const u[NPT], i
         const vf s2 = *(const vf *)(ze + j + 1), s3 = *(const vf *)(zo + j + 1);
         const vf s4 = *(const vf *)(ze + j + 2), s5 = *(const vf *)(zo + j + 2);
         const vf s6 = *(const vf *)(ze + j + 3), s7 = *(const vf *)(zo + j + 3);
-        IN_TF(vf, s0, s1, s2, s3, s4, s5, s6, s7, UV, j);
+        IN_TF2(vf, s0, s1, s2, s3, s4, s5, s6, s7, UV, j);
     }
-#undef UV
 #define US(i, J, v) (u[i][J] = (v))
     for (; j < np; j++) {
         const float s0 = ze[j], s1 = zo[j], s2 = ze[j + 1], s3 = zo[j + 1];
         const float s4 = ze[j + 2], s5 = zo[j + 2], s6 = ze[j + 3], s7 = zo[j + 3];
-        IN_TF(float, s0, s1, s2, s3, s4, s5, s6, s7, US, j);
+        IN_TF2(float, s0, s1, s2, s3, s4, s5, s6, s7, US, j);
     }
+}
+
+WIDE static void in_seq4(float *const zp[4], float *const u[MAX_NPT], int np) {
+    const float *z0 = zp[0], *z1 = zp[1], *z2 = zp[2], *z3 = zp[3];
+    int j = 0;
+    for (; j + VW <= np; j += VW) {
+        const vf s0 = *(const vf *)(z0 + j), s1 = *(const vf *)(z1 + j);
+        const vf s2 = *(const vf *)(z2 + j), s3 = *(const vf *)(z3 + j);
+        const vf s4 = *(const vf *)(z0 + j + 1), s5 = *(const vf *)(z1 + j + 1);
+        const vf s6 = *(const vf *)(z2 + j + 1), s7 = *(const vf *)(z3 + j + 1);
+        const vf s8 = *(const vf *)(z0 + j + 2), s9 = *(const vf *)(z1 + j + 2);
+        IN_TF4(vf, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, UV, j);
+    }
+    for (; j < np; j++) {
+        const float s0 = z0[j], s1 = z1[j], s2 = z2[j], s3 = z3[j];
+        const float s4 = z0[j + 1], s5 = z1[j + 1], s6 = z2[j + 1], s7 = z3[j + 1];
+        const float s8 = z0[j + 2], s9 = z1[j + 2];
+        IN_TF4(float, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, US, j);
+    }
+#undef UV
 #undef US
 }
 
-/* y0[j], y1[j] (outputs m = 2j, 2j + 1) of np pairs from m_i */
-WIDE static void out_seq(float *y0, float *y1, const float *const m[NPT], float b, int np) {
+/* yp[p][j] (outputs m = M j + p) of np groups from m_i */
+WIDE static void out_seq2(float *const yp[4], const float *const m[MAX_NPT], float b, int np) {
+    float *y0 = yp[0], *y1 = yp[1];
     int j = 0;
     for (; j + VW <= np; j += VW) {
 #define L(i) (*(const vf *)(m[i] + j))
         const vf m0 = L(0), m1 = L(1), m2 = L(2), m3 = L(3), m4 = L(4), m5 = L(5), m6 = L(6),
                  m7 = L(7);
-#undef L
         vf a, c;
-        OUT_TF(vf, m0, m1, m2, m3, m4, m5, m6, m7, b, a, c);
+        OUT_TF2(vf, m0, m1, m2, m3, m4, m5, m6, m7, b, a, c);
         *(vf *)(y0 + j) = a;
         *(vf *)(y1 + j) = c;
     }
-    for (; j < np; j++) OUT_TF(float, m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j],
-                               m[6][j], m[7][j], b, y0[j], y1[j]);
+    for (; j < np; j++) OUT_TF2(float, m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j],
+                                m[6][j], m[7][j], b, y0[j], y1[j]);
+}
+
+WIDE static void out_seq4(float *const yp[4], const float *const m[MAX_NPT], float b, int np) {
+    int j = 0;
+    for (; j + VW <= np; j += VW) {
+        const vf m0 = L(0), m1 = L(1), m2 = L(2), m3 = L(3), m4 = L(4), m5 = L(5), m6 = L(6),
+                 m7 = L(7), m8 = L(8), m9 = L(9);
+#undef L
+        vf a0, a1, a2, a3;
+        OUT_TF4(vf, m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, b, a0, a1, a2, a3);
+        *(vf *)(yp[0] + j) = a0;
+        *(vf *)(yp[1] + j) = a1;
+        *(vf *)(yp[2] + j) = a2;
+        *(vf *)(yp[3] + j) = a3;
+    }
+    for (; j < np; j++) OUT_TF4(float, m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j],
+                                m[6][j], m[7][j], m[8][j], m[9][j], b, yp[0][j], yp[1][j],
+                                yp[2][j], yp[3][j]);
 }
 
 /* Input transform of channels [task*per, ...). */
 static void in_task(void *ctx, int task) {
     const wino_job *j = ctx;
     const qtts_conv_wino *w = j->w;
-    const int c1 = QTTS_MIN(w->cin, (task + 1) * j->per), d = w->dil;
-    float ze[ZCAP], zo[ZCAP];
+    const int c1 = QTTS_MIN(w->cin, (task + 1) * j->per), d = w->dil, M = w->m;
+    const int N = w->npt;
+    float zbuf[4][ZCAP];
+    float *const zp[4] = {zbuf[0], zbuf[1], zbuf[2], zbuf[3]};
     for (int ci = task * j->per; ci < c1; ci++) {
         const float *xr = j->x + (size_t)ci * j->ldx;
-        float *u[NPT];
-        for (int i = 0; i < NPT; i++) u[i] = j->u + ((size_t)i * w->cin + ci) * j->q;
+        float *u[MAX_NPT];
+        for (int i = 0; i < N; i++) u[i] = j->u + ((size_t)i * w->cin + ci) * j->q;
         for (int f = 0; f < j->nf; f++) {
             const float *xf = xr + (size_t)(j->f0 + f) * w->frame;
             for (int r = 0; r < d; r++) {
-                const int len = class_len(w, r), np = len / 2;
+                const int len = class_len(w, r), np = len / M;
                 const float *z = xf + r;
-                for (int m = 0; m < np + 3; m++) {
-                    ze[m] = z[(ptrdiff_t)(2 * m - 6) * d];
-                    zo[m] = z[(ptrdiff_t)(2 * m - 5) * d];
+                /* zp[p][i] = z[M i + p - 6] for the inputs the np whole groups read */
+                for (int p = 0; p < M; p++) {
+                    const int top = np - 1 + (N - 1 - p) / M;   /* the last i any s_k reads */
+                    for (int i = 0; i <= top; i++) zp[p][i] = z[(ptrdiff_t)(M * i + p - 6) * d];
                 }
-                in_seq(ze, zo, u, np);
-                for (int i = 0; i < NPT; i++) u[i] += np;
-                if (len % 2) {   /* the pair over the last two: s_k = z[len - 8 + k] */
-                    float e4[4], o4[4];
-                    for (int a = 0; a < 4; a++) {
-                        e4[a] = z[(ptrdiff_t)(len - 8 + 2 * a) * d];
-                        o4[a] = z[(ptrdiff_t)(len - 7 + 2 * a) * d];
-                    }
-                    in_seq(e4, o4, u, 1);
-                    for (int i = 0; i < NPT; i++) u[i] += 1;
+                (M == 4 ? in_seq4 : in_seq2)(zp, u, np);
+                for (int i = 0; i < N; i++) u[i] += np;
+                if (len % M) {   /* the group over the last M: s_k = z[len - M - 6 + k] */
+                    float t[4][4];
+                    float *const tp[4] = {t[0], t[1], t[2], t[3]};
+                    for (int k = 0; k < N; k++)
+                        t[k % M][k / M] = z[(ptrdiff_t)(len - M - 6 + k) * d];
+                    (M == 4 ? in_seq4 : in_seq2)(tp, u, 1);
+                    for (int i = 0; i < N; i++) u[i] += 1;
                 }
             }
         }
@@ -268,25 +390,26 @@ static void in_task(void *ctx, int task) {
 static void out_task(void *ctx, int task) {
     const wino_job *j = ctx;
     const qtts_conv_wino *w = j->w;
-    const int c1 = QTTS_MIN(w->cout, (task + 1) * j->per), d = w->dil;
-    float y0[ZCAP], y1[ZCAP];
+    const int c1 = QTTS_MIN(w->cout, (task + 1) * j->per), d = w->dil, M = w->m, N = w->npt;
+    float ybuf[4][ZCAP];
+    float *const yp[4] = {ybuf[0], ybuf[1], ybuf[2], ybuf[3]};
     for (int co = task * j->per; co < c1; co++) {
         float *yr = j->y + (size_t)co * j->ldy;
         const float b = j->c->bias ? j->c->bias[co] : 0.0f;
-        const float *m[NPT];
-        for (int i = 0; i < NPT; i++) m[i] = j->m + ((size_t)i * w->cout + co) * j->q;
+        const float *m[MAX_NPT];
+        for (int i = 0; i < N; i++) m[i] = j->m + ((size_t)i * w->cout + co) * j->q;
         for (int f = 0; f < j->nf; f++) {
             float *yf = yr + (size_t)(j->f0 + f) * w->frame;
             for (int r = 0; r < d; r++) {
-                const int len = class_len(w, r), np = (len + 1) / 2;
-                out_seq(y0, y1, m, b, np);
+                const int len = class_len(w, r), ng = class_groups(len, M), whole = len / M;
+                (M == 4 ? out_seq4 : out_seq2)(yp, m, b, ng);
                 float *z = yf + r;
-                for (int p = 0; p < len / 2; p++) {
-                    z[(ptrdiff_t)(2 * p) * d] = y0[p];
-                    z[(ptrdiff_t)(2 * p + 1) * d] = y1[p];
-                }
-                if (len % 2) z[(ptrdiff_t)(len - 1) * d] = y1[np - 1];   /* its second output */
-                for (int i = 0; i < NPT; i++) m[i] += np;
+                for (int g = 0; g < whole; g++)
+                    for (int p = 0; p < M; p++) z[(ptrdiff_t)(M * g + p) * d] = yp[p][g];
+                /* the group over the last M: the outputs no group before gave */
+                for (int p = M - len % M; len % M && p < M; p++)
+                    z[(ptrdiff_t)(len - M + p) * d] = yp[p][ng - 1];
+                for (int i = 0; i < N; i++) m[i] += ng;
             }
         }
     }
@@ -311,13 +434,17 @@ static void run_tasks(int items, int per_min, qtts_task_fn fn, wino_job *j) {
 
 /* Transformed weights up to which each thread runs whole chunks of its
  * own frames (run_own) rather than every chunk split over the pool: each
- * thread then reads all of them, from its own caches. */
-#define OWN_MAX_BYTES (6u << 20)
+ * thread then reads all of them, from its own caches. The decoder's
+ * 384-channel convs (5.9 MB at F(4,7)) ran faster split: that block took
+ * 4.2-5.5 ms a frame against 5.1-5.9 on their own frames (`bench_codec`,
+ * 12 frames, two vCPUs on one core complex and on two); 96-192 channels
+ * (0.4-1.5 MB) keep their own frames. */
+#define OWN_MAX_BYTES (5u << 20)
 
 /* Scratch floats per frame of a chunk, and frames per chunk (of `parts`
  * threads' chunks at once). */
 static size_t frame_floats(const qtts_conv_wino *w) {
-    return (size_t)NPT * (w->cin + w->cout) * w->npairs;
+    return (size_t)w->npt * (w->cin + w->cout) * w->ngroups;
 }
 
 static int chunk_frames(const qtts_conv_wino *w, int frames, int parts) {
@@ -327,7 +454,7 @@ static int chunk_frames(const qtts_conv_wino *w, int frames, int parts) {
 }
 
 double qtts_conv_wino_macs(const qtts_conv_wino *w) {
-    return (double)NPT * w->npairs * w->cout * w->cin;
+    return (double)w->npt * w->ngroups * w->cout * w->cin;
 }
 
 size_t qtts_conv_wino_scratch(const qtts_conv_wino *w, int frames) {
@@ -341,21 +468,21 @@ static void run_chunk(const qtts_conv_wino *w, const qtts_conv1d *c, float *y, s
                       bool split) {
     const int cin = w->cin, cout = w->cout;
     wino_job j = {.w = w, .c = c, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .f0 = f0, .nf = nf,
-                  .q = nf * w->npairs};
+                  .q = nf * w->ngroups};
     j.u = buf;
-    j.m = j.u + (size_t)NPT * cin * j.q;
+    j.m = j.u + (size_t)w->npt * cin * j.q;
     if (split) run_tasks(cin, 4, in_task, &j);
     else j.per = cin, in_task(&j, 0);
-    const qtts_conv1d *pt[NPT];
-    float *mi[NPT];
-    const float *ui[NPT];
-    for (int i = 0; i < NPT; i++) {
+    const qtts_conv1d *pt[MAX_NPT];
+    float *mi[MAX_NPT];
+    const float *ui[MAX_NPT];
+    for (int i = 0; i < w->npt; i++) {
         pt[i] = &w->pt[i];
         mi[i] = j.m + (size_t)i * cout * j.q;
         ui[i] = j.u + (size_t)i * cin * j.q;
     }
     /* inside a job of the pool (!split) this runs on the calling thread */
-    qtts_conv1d_run_many(NPT, pt, mi, (size_t)j.q, ui, (size_t)j.q, j.q, ws);
+    qtts_conv1d_run_many(w->npt, pt, mi, (size_t)j.q, ui, (size_t)j.q, j.q, ws);
     if (split) run_tasks(cout, 4, out_task, &j);
     else j.per = cout, out_task(&j, 0);
 }
@@ -401,7 +528,7 @@ static bool run_own(const qtts_conv_wino *w, const qtts_conv1d *c, float *y, siz
                     const float *x, size_t ldx, int frames, qtts_conv_ws *ws) {
     const int threads = QTTS_MIN(qtts_threads_count(), QTTS_MAX_THREADS);
     if (threads < 2 || frames < threads ||
-        (size_t)NPT * w->cout * w->cin * sizeof(float) > OWN_MAX_BYTES)
+        (size_t)w->npt * w->cout * w->cin * sizeof(float) > OWN_MAX_BYTES)
         return false;
     /* on the stack: qtts_steal's ranges are 64-byte aligned */
     own_job o = {.w = w, .c = c, .y = y, .ldy = ldy, .x = x, .ldx = ldx};

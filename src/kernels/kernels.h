@@ -322,9 +322,9 @@ void qtts_conv1d_run(const qtts_conv1d *c, float *y, size_t ldy, const float *x,
 /* count convs of one shape (cout, cin, taps; fp32 weights) on inputs of n
  * columns, y[i] = conv c[i] of x[i] (accumulate false), as one split over
  * the pool: the same bits as count qtts_conv1d_run calls, with one wait
- * for the pool instead of count (the Winograd form's eight GEMMs). Convs
+ * for the pool instead of count (the Winograd form's 8 or 10 GEMMs). Convs
  * of other shapes or formats, or too small to split, run one by one. */
-#define QTTS_CONV_MANY_MAX 8
+#define QTTS_CONV_MANY_MAX 10
 void qtts_conv1d_run_many(int count, const qtts_conv1d *const *c, float *const *y, size_t ldy,
                           const float *const *x, size_t ldx, int n, qtts_conv_ws *ws);
 
@@ -354,20 +354,24 @@ const char *qtts_conv_isa_name(void);
 bool qtts_conv_bf16_usable(void);
 bool qtts_conv1d_to_bf16(qtts_conv1d *c);
 
-/* Winograd form of a 7-tap conv (conv_wino.c): F(2,7), two outputs from
- * eight products per input channel instead of fourteen (0.57x the
- * multiply-adds of the blocked conv; a little more where a frame's
- * residue classes mod the dilation have odd lengths). Outputs pair up
- * within frames of `frame` columns, the same way in every frame, so a call
- * must cover whole frames (column 0 a frame's first). The bits depend on
+/* Winograd form of a 7-tap conv (conv_wino.c): F(4,7), four outputs from
+ * ten products per input channel instead of 28 (0.36x the multiply-adds
+ * of the blocked conv), where every residue class of a frame mod the
+ * dilation holds four positions (frame >= 4 dil); else F(2,7), two
+ * outputs from eight instead of fourteen (0.57x). A little more where a
+ * class's length is not a multiple of the group. Outputs group within
+ * frames of `frame` columns, the same way in every frame, so a call must
+ * cover whole frames (column 0 a frame's first). The bits depend on
  * neither the instruction set nor the thread count nor how many frames a
  * call covers; they are not qtts_conv1d_run's (the rounding of the
- * transforms, 2-4 times that of the direct sum). Transformed weights:
- * 8/7 of the conv's. */
+ * transforms: F(2,7) 2-4 times that of the direct sum, F(4,7) 3-4 times
+ * F(2,7)'s). Transformed weights: npt/7 of the conv's. */
+#define QTTS_CONV_WINO_MAX_POINTS 10
 typedef struct {
     int cout, cin, dil, frame;
-    qtts_conv1d pt[8];            /* point i: [cout, cin] 1-tap conv, no bias */
-    int npairs;                   /* pairs per frame */
+    int m, npt;                   /* outputs per group (4 or 2), products per group (m + 6) */
+    qtts_conv1d pt[QTTS_CONV_WINO_MAX_POINTS];   /* point i < npt: [cout, cin] 1-tap conv */
+    int ngroups;                  /* groups per frame */
 } qtts_conv_wino;
 
 /* Whether c has the form: fp32 weights, 7 taps, a frame of 2 dil to 4096
@@ -388,7 +392,7 @@ bool qtts_conv_wino_run(const qtts_conv_wino *w, const qtts_conv1d *c, float *y,
  * first tries each thread's own workspace in ws, allocated on its first
  * use, and takes this scratch where that cannot be had: the same bits.) */
 size_t qtts_conv_wino_scratch(const qtts_conv_wino *w, int frames);
-/* Multiply-adds of a run per frame (8 per pair and channel pair). */
+/* Multiply-adds of a run per frame (npt per group and channel pair). */
 double qtts_conv_wino_macs(const qtts_conv_wino *w);
 bool qtts_conv_wino_reserve(qtts_conv_ws *ws, size_t floats);
 /* ==== end of 1-D convolution kernels ===================================== */

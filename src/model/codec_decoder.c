@@ -27,9 +27,9 @@
  *
  * Convolutions run on qtts_conv1d_run (kernels.h: blocked AVX-512/AVX2
  * GEMM over the thread pool), the residual units' 7-tap convs on its
- * Winograd F(2,7) form (qtts_conv_wino_run: 8 products per pair of
- * columns instead of 14, pairs fixed within each frame; not with the bf16
- * codec), SnakeBeta on qtts_snake_run (vectorised
+ * Winograd form (qtts_conv_wino_run: F(4,7), 10 products per 4 columns
+ * instead of 28, or F(2,7) where a block's frame is too short for it,
+ * groups fixed within each frame; not with the bf16 codec), SnakeBeta on qtts_snake_run (vectorised
  * sine, precomputed exp(alpha) and 1/(exp(beta)+eps) from load time); both
  * give the same bits at every thread count.
  * Largest stage buffer (full size): [96, 1920T + 54] floats ~ 0.74 MB per
@@ -420,9 +420,12 @@ static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
     if (!load_conv(d, &d->dec_out, err, 1, ch, K_CONV, 1, p)) return err->status;
     d->reach = conv_reach(d);
     /* The residual units' k7 convs (72% of a frame's multiply-adds) in the
-     * Winograd form: 0.57x the multiply-adds. Columns pair up within each
-     * frame of that block (frame = its columns per codec frame), and a
-     * decode runs whole frames, so a stream gets the one-shot bits. */
+     * Winograd form: F(4,7), 0.36x the multiply-adds, where the block's
+     * frame holds 4 positions of every residue class (all but block 1's
+     * dilation 9, 32 columns, which takes F(2,7), 0.57x). Columns group
+     * within each frame of that block (frame = its columns per codec
+     * frame), and a decode runs whole frames, so a stream gets the one-shot
+     * bits. */
     int frame = 1;
     for (int i = 0; i < d->n_ups; i++) frame *= d->ups[i];
     for (int b = 0; b < d->n_blocks; b++) {

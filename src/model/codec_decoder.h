@@ -23,8 +23,8 @@
  *                   4096->1024, gamma, + input                             [1024, 2^(i+1) T]
  *   decoder.0       causal conv k7                                         [1536, 4T]
  *   decoder.1..4    SnakeBeta, ConvTranspose k2r s r (trimmed to n*r), 3
- *                   residual units (dilation 1,3,9; their k7 convs run as
- *                   Winograd F(2,7), kernels.h), r = 8,5,4,3;
+ *                   residual units (dilation 1,3,9; their k7 convs run in
+ *                   Winograd form, F(4,7) or F(2,7), kernels.h), r = 8,5,4,3;
  *                   channels 1536 -> 768 -> 384 -> 192 -> 96               [96, 1920T]
  *   decoder.5       SnakeBeta                                              [96, 1920T]
  *   decoder.6       causal conv k7 96->1                                   [1, 1920T]
@@ -68,7 +68,7 @@ typedef struct {
     int dil;
     float *ea1, *ib1, *ea2, *ib2;   /* SnakeBeta act1/act2 [C] */
     qtts_conv1d conv1, conv2;       /* [C, C, 7] dilated, [C, C, 1] */
-    /* conv1 as Winograd F(2,7) (kernels.h), pairing within each frame's
+    /* conv1 in Winograd form (kernels.h), grouping within each frame's
      * columns; empty (frame 0) for the bf16 codec */
     qtts_conv_wino wino1;
 } qtts_codec_resunit;

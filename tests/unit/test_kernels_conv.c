@@ -15,7 +15,7 @@
  *     may run at, bit for bit, and the rule that picks kc from the L1;
  *   - SnakeBeta rows against qtts_snake_ref bit for bit (tails, |u| past
  *     the polynomial's range, inf/NaN), and against double sin^2;
- *   - the Winograd F(2,7) form of 7-tap convs: every output within a
+ *   - the Winograd F(4,7) and F(2,7) forms of 7-tap convs: every output within a
  *     forward error bound of the exact sum and near the direct conv's
  *     error, frame by frame and at 3 threads the same bits as one call,
  *     partial frames refused;
@@ -374,11 +374,12 @@ static void test_conv_many(void) {
     qtts_conv_ws_free(ws);
 }
 
-/* ==== Winograd F(2,7) (conv_wino.c) ====================================== */
+/* ==== Winograd F(4,7) / F(2,7) (conv_wino.c) ============================ */
 
 typedef struct {
     int cout, cin, dil, frame, frames;
     bool bias;
+    int m;                  /* the form it must take: 4 where frame >= 4 dil, else 2 */
 } wino_case;
 
 /* y (stride n) of the Winograd form, or NULL when the run refused. */
@@ -391,20 +392,64 @@ static float *run_wino(const qtts_conv_wino *w, const conv_data *d, int n, qtts_
     return y;
 }
 
+/* The matrices of both forms, written out here independently of
+ * conv_wino.c (tools/wino_derive.py derives them). */
+static const double BT2[8][8] = {
+    {4, 0, -21, 0, 21, 0, -4, 0},  {0, -4, -4, 17, 17, -4, -4, 0},
+    {0, 4, -4, -17, 17, 4, -4, 0}, {0, 2, 1, -10, -5, 8, 4, 0},
+    {0, -2, 1, 10, -5, -8, 4, 0},  {0, 4, 8, -5, -10, 1, 2, 0},
+    {0, -4, 8, 5, -10, -1, 2, 0},  {0, -4, 0, 21, 0, -21, 0, 4}};
+static const double G2[8][7] = {
+    {1. / 4, 0, 0, 0, 0, 0, 0},
+    {1. / 18, 1. / 18, 1. / 18, 1. / 18, 1. / 18, 1. / 18, 1. / 18},
+    {1. / 18, -1. / 18, 1. / 18, -1. / 18, 1. / 18, -1. / 18, 1. / 18},
+    {1. / 360, 2. / 360, 4. / 360, 8. / 360, 16. / 360, 32. / 360, 64. / 360},
+    {1. / 360, -2. / 360, 4. / 360, -8. / 360, 16. / 360, -32. / 360, 64. / 360},
+    {64. / 180, 32. / 180, 16. / 180, 8. / 180, 4. / 180, 2. / 180, 1. / 180},
+    {64. / 180, -32. / 180, 16. / 180, -8. / 180, 4. / 180, -2. / 180, 1. / 180},
+    {0, 0, 0, 0, 0, 0, 1. / 4}};
+static const double AT2[2][8] = {{1, 1, 1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, .5, -.5, 1}};
+static const double BT4[10][10] = {
+    {36, 0, -205, 0, 273, 0, -120, 0, 16, 0},     {0, -36, -36, 169, 169, -104, -104, 16, 16, 0},
+    {0, 36, -36, -169, 169, 104, -104, -16, 16, 0}, {0, -18, -9, 98, 49, -112, -56, 32, 16, 0},
+    {0, 18, -9, -98, 49, 112, -56, -32, 16, 0},    {0, 36, 72, -61, -122, 29, 58, -4, -8, 0},
+    {0, -36, 72, 61, -122, -29, 58, 4, -8, 0},     {0, 12, 8, -63, -42, 63, 42, -12, -8, 0},
+    {0, -12, 8, 63, -42, -63, 42, 12, -8, 0},      {0, 36, 0, -205, 0, 273, 0, -120, 0, 16}};
+/* row i: point p_i, G_i[k] = p_i^k * GS4[i] (infinity: only k = 6) */
+static const double P4[9] = {0, 1, -1, 2, -2, .5, -.5, 1.5, -1.5};
+static const double GS4[10] = {1. / 36,   1. / 90,   1. / 90,    1. / 2520, 1. / 2520,
+                               2. / 45,   2. / 45,   2. / 315,   2. / 315,  1. / 16};
+static const double AT4[4][10] = {{1, 1, 1, 1, 1, 1, 1, 1, 1, 0},
+                                  {0, 1, -1, 2, -2, .5, -.5, 1.5, -1.5, 0},
+                                  {0, 1, 1, 4, 4, .25, .25, 2.25, 2.25, 0},
+                                  {0, 1, -1, 8, -8, .125, -.125, 3.375, -3.375, 1}};
+
+static double wino_g(int M, int i, int k) {
+    if (M == 2) return G2[i][k];
+    if (i == 9) return k == 6 ? GS4[9] : 0;
+    return pow(P4[i], k) * GS4[i];
+}
+
+/* Winograd against the exact sum, by case; the worst rms error ratio to
+ * the direct conv's of each form in worst[M / 4]. */
 static void test_conv_wino(void) {
     uint64_t seed = 11;
     const wino_case cs[] = {
-        {16, 12, 1, 32, 3, true},    /* d = 1: every column pairs */
-        {13, 20, 3, 32, 2, true},    /* partial row group; classes of 11, 11, 10 */
-        {24, 9, 9, 160, 2, false},   /* no bias; classes of 18 and 17 */
-        {8, 40, 9, 20, 5, true},     /* frame < 3d: classes of 3 and 2 */
-        {5, 7, 3, 6, 3, true},       /* frame = 2d: classes of 2 */
-        {6, 5, 3, 7, 4, true},       /* classes of 3, 2, 2 */
-        {64, 64, 1, 1920, 2, true},  /* a chunk per frame (6 MB scratch each) */
+        {16, 12, 1, 32, 3, true, 4},    /* d = 1: every column in a group of 4 */
+        {13, 20, 3, 32, 2, true, 4},    /* partial row group; classes of 11, 11, 10 */
+        {24, 9, 9, 160, 2, false, 4},   /* no bias; classes of 18 and 17 */
+        {7, 11, 3, 13, 3, true, 4},     /* frame = 4d + 1: classes of 5, 4, 4 */
+        {9, 6, 2, 14, 2, true, 4},      /* classes of 7 */
+        {10, 8, 5, 31, 2, true, 4},     /* classes of 7 and 6 */
+        {8, 40, 9, 20, 5, true, 2},     /* frame < 3d: F(2,7), classes of 3 and 2 */
+        {11, 9, 9, 35, 2, true, 2},     /* frame = 4d - 1: F(2,7), classes of 4 and 3 */
+        {5, 7, 3, 6, 3, true, 2},       /* frame = 2d: classes of 2 */
+        {6, 5, 3, 7, 4, true, 2},       /* classes of 3, 2, 2 */
+        {64, 64, 1, 1920, 2, true, 4},  /* a chunk per frame (6 MB scratch each) */
     };
     qtts_conv_ws *ws = qtts_conv_ws_new();
     REQUIRE(ws, "workspace");
-    double worst_ratio = 0;
+    double worst[2] = {0, 0};
     for (size_t ci = 0; ci < QTTS_ARRAY_LEN(cs); ci++) {
         const wino_case *k = &cs[ci];
         const int n = k->frame * k->frames;
@@ -414,10 +459,13 @@ static void test_conv_wino(void) {
         REQUIRE(inited, "init");
         qtts_conv_wino w;
         REQUIRE(qtts_conv_wino_init(&w, &d.c, k->frame), "case %zu: wino init", ci);
-        int want_pairs = 0;
-        for (int r = 0; r < k->dil; r++)   /* ceil(class length / 2) per residue class */
-            want_pairs += ((k->frame - r + k->dil - 1) / k->dil + 1) / 2;
-        CHECK(w.npairs == want_pairs, "case %zu: %d pairs, want %d", ci, w.npairs, want_pairs);
+        const int M = k->m, N = M + 6;
+        REQUIRE(w.m == M && w.npt == N, "case %zu: F(%d,7), want F(%d,7)", ci, w.m, M);
+        int want_groups = 0;
+        for (int r = 0; r < k->dil; r++)   /* ceil(class length / M) per residue class */
+            want_groups += ((k->frame - r + k->dil - 1) / k->dil + M - 1) / M;
+        CHECK(w.ngroups == want_groups, "case %zu: %d groups, want %d", ci, w.ngroups,
+              want_groups);
         qtts_threads_init(1);
         float *y = run_wino(&w, &d, n, ws);
         REQUIRE(y, "case %zu: run", ci);
@@ -426,55 +474,52 @@ static void test_conv_wino(void) {
 
         /* against the exact sum: every output within the forward bound
          * (cin + 16) 2^-24 E, E the sum of |every term| of the Winograd
-         * computation that gave it (|A| |W_i| |Bᵀ| |s|, W_i = G_i w exact):
-         * pair (2j, 2j + 1) of its class, or for the last of an odd class
-         * the second output of the pair over its last two */
-        static const double BT[8][8] = {
-            {4, 0, -21, 0, 21, 0, -4, 0},  {0, -4, -4, 17, 17, -4, -4, 0},
-            {0, 4, -4, -17, 17, 4, -4, 0}, {0, 2, 1, -10, -5, 8, 4, 0},
-            {0, -2, 1, 10, -5, -8, 4, 0},  {0, 4, 8, -5, -10, 1, 2, 0},
-            {0, -4, 8, 5, -10, -1, 2, 0},  {0, -4, 0, 21, 0, -21, 0, 4}};
-        static const double G[8][7] = {
-            {1. / 4, 0, 0, 0, 0, 0, 0},
-            {1. / 18, 1. / 18, 1. / 18, 1. / 18, 1. / 18, 1. / 18, 1. / 18},
-            {1. / 18, -1. / 18, 1. / 18, -1. / 18, 1. / 18, -1. / 18, 1. / 18},
-            {1. / 360, 2. / 360, 4. / 360, 8. / 360, 16. / 360, 32. / 360, 64. / 360},
-            {1. / 360, -2. / 360, 4. / 360, -8. / 360, 16. / 360, -32. / 360, 64. / 360},
-            {64. / 180, 32. / 180, 16. / 180, 8. / 180, 4. / 180, 2. / 180, 1. / 180},
-            {64. / 180, -32. / 180, 16. / 180, -8. / 180, 4. / 180, -2. / 180, 1. / 180},
-            {0, 0, 0, 0, 0, 0, 1. / 4}};
-        static const double AT[2][8] = {{1, 1, 1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, .5, -.5, 1}};
+         * computation that gave it (|A| |W_i| |Bᵀ| |s|, W_i = G_i w exact),
+         * in the group of M positions of its class that gave it: the
+         * (m / M)-th, or for the last len % M of a class the group over its
+         * last M. (The longest chain of roundings: the input transform 4,
+         * W_i 1, the GEMM's sum cin, the output transform and the bias 6.) */
         const int dl = k->dil;
         double e2w = 0, e2d = 0;
         bool bound_ok = true;
-        for (int co = 0; co < k->cout; co++)
+        double *wi = malloc(sizeof(double) * (size_t)N * k->cin);
+        REQUIRE(wi, "alloc");
+        for (int co = 0; co < k->cout; co++) {
+            for (int c = 0; c < k->cin; c++)
+                for (int i = 0; i < N; i++) {
+                    double s = 0;
+                    for (int tap = 0; tap < 7; tap++)
+                        s += wino_g(M, i, tap) * d.w[((size_t)co * k->cin + c) * 7 + tap];
+                    wi[(size_t)c * N + i] = s;
+                }
             for (int t = 0; t < n; t++) {
                 const int tf = t % k->frame, r = tf % dl, m = tf / dl;
                 const int len = (k->frame - r + dl - 1) / dl;
-                const bool last_odd = len % 2 && m == len - 1;
+                const int h = m >= len / M * M ? m - (len - M) : m % M;   /* its place in the group */
+                const int t0 = t - h * dl;                                /* the group's first */
                 double ex = k->bias ? d.b[co] : 0, mag = 0;
                 for (int c = 0; c < k->cin; c++)
                     for (int tap = 0; tap < 7; tap++)
                         ex += (double)d.w[((size_t)co * k->cin + c) * 7 + tap] *
                               d.x[c * d.ldx + d.P + t - (6 - tap) * dl];
                 const float got = y[(size_t)co * n + t], dir = yd[(size_t)co * n + t];
-                const int h = last_odd ? 1 : m % 2, t0 = t - h * dl;   /* the pair's first */
                 for (int c = 0; c < k->cin; c++)
-                    for (int i = 0; i < 8; i++) {
-                        double wi = 0, bs = 0;
-                        for (int tap = 0; tap < 7; tap++)
-                            wi += G[i][tap] * d.w[((size_t)co * k->cin + c) * 7 + tap];
-                        for (int q = 0; q < 8; q++)
-                            bs += fabs(BT[i][q] * d.x[c * d.ldx + d.P + t0 + (q - 6) * dl]);
-                        mag += fabs(AT[h][i] * wi) * bs;
+                    for (int i = 0; i < N; i++) {
+                        double bs = 0;
+                        for (int q = 0; q < N; q++)
+                            bs += fabs((M == 4 ? BT4[i][q] : BT2[i][q]) *
+                                       d.x[c * d.ldx + d.P + t0 + (q - 6) * dl]);
+                        mag += fabs((M == 4 ? AT4[h][i] : AT2[h][i]) * wi[(size_t)c * N + i]) * bs;
                     }
                 const double err = fabs(got - ex);
                 bound_ok &= err <= (k->cin + 16) * 0x1p-24 * (mag + fabs(ex));
                 e2w += err * err;
                 e2d += (dir - ex) * (dir - ex);
             }
+        }
+        free(wi);
         CHECK(bound_ok, "case %zu: an output outside the forward error bound", ci);
-        if (e2d > 0) worst_ratio = fmax(worst_ratio, sqrt(e2w / e2d));
+        if (e2d > 0) worst[M / 4] = fmax(worst[M / 4], sqrt(e2w / e2d));
 
         /* frame by frame (as a stream pushes), and at 3 threads: same bits */
         float *yf = calloc((size_t)k->cout * n, sizeof(float));
@@ -509,13 +554,20 @@ static void test_conv_wino(void) {
         qtts_conv_wino_free(&w);   /* idempotent */
         conv_data_free(&d);
     }
-    /* The rms error against the exact sum, over the direct conv's:
+    /* The rms error against the exact sum, over the direct conv's. F(2,7):
      * measured 2.1x with 64 input channels and 2.3-4.4x with 5-40 (few
-     * terms, few outputs: a noisy ratio). 6x leaves room for that noise; a
-     * transform computed at lower precision (bf16, say) or a wrong
-     * coefficient is off by orders of magnitude. */
-    printf("  winograd rms error / direct conv's: %.2f (worst case)\n", worst_ratio);
-    CHECK(worst_ratio <= 6.0, "winograd error %.2fx the direct conv's", worst_ratio);
+     * terms, few outputs: a noisy ratio); 6x leaves room for that noise.
+     * F(4,7) has larger transform coefficients (up to 273 in Bᵀ, 27/8 in
+     * Aᵀ), so more rounding: these cases measure 13.9x at worst (a model of
+     * the fp32 arithmetic on random data, tools/wino_derive.py, put it near
+     * 4 times F(2,7)'s); 25x leaves room for the same noise. A transform
+     * computed at lower precision (bf16, say) or a wrong coefficient is off
+     * by orders of magnitude, and every output is held to the forward bound
+     * above either way. */
+    printf("  winograd rms error / direct conv's, worst case: F(2,7) %.2f, F(4,7) %.2f\n",
+           worst[0], worst[1]);
+    CHECK(worst[0] <= 6.0, "F(2,7) error %.2fx the direct conv's", worst[0]);
+    CHECK(worst[1] <= 25.0, "F(4,7) error %.2fx the direct conv's", worst[1]);
 
     /* other convs are refused */
     uint64_t s2 = 12;
@@ -537,7 +589,6 @@ static void test_conv_wino(void) {
     qtts_conv_ws_free(ws);
 }
 
-/* bf16 round to nearest even, as the conversion in conv.c and VCVTNE2PS2BF16 */
 /* Many frames of a large frame at 2 threads: each thread's steals hold
  * several of its one-frame chunks (conv_wino.c, run_own); the bits of one
  * thread. */
@@ -566,6 +617,7 @@ static void test_conv_wino_own(void) {
     conv_data_free(&d);
 }
 
+/* bf16 round to nearest even, as the conversion in conv.c and VCVTNE2PS2BF16 */
 static double bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
