@@ -228,6 +228,9 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
     if ((st = qtts_codec_decoder_load(dir, &e->cfg, &e->codec, err))) goto fail;
     release_codec_pages(e->codec);
     if (codec_bf16 && (st = qtts_codec_decoder_to_bf16(e->codec, err))) goto fail;
+    /* the CPU decoder runs its k7 convs in Winograd form only; other
+     * backends upload the direct weights (a GPU runs those convs direct) */
+    if (!codec_bf16 && cpu) qtts_codec_decoder_drop_direct(e->codec);
     e->codec_bf16 = codec_bf16;
     if ((st = qtts_st_set_open(dir, "model", &e->weights, err))) goto fail;
     if ((st = qtts_talker_load_quant(&e->cfg, e->weights, &quant, &e->talker, err))) goto fail;

@@ -459,11 +459,27 @@ qtts_status qtts_codec_decoder_load(const char *model_dir, const qtts_config *cf
     return QTTS_OK;
 }
 
+void qtts_codec_decoder_drop_direct(qtts_codec_decoder *d) {
+    for (int b = 0; b < d->n_blocks; b++)
+        for (int r = 0; r < 3; r++) {
+            qtts_codec_resunit *R = &d->blocks[b].res[r];
+            if (R->wino1.frame && R->conv1.w) {
+                qtts_free(R->conv1.w);
+                R->conv1.w = NULL;
+            }
+        }
+}
+
 qtts_status qtts_codec_decoder_to_bf16(qtts_codec_decoder *d, qtts_err *err) {
     if (!qtts_conv_bf16_usable())
         return qtts_fail(err, QTTS_ERR_UNSUPPORTED,
                          "codec: bf16 convolutions need a CPU with bf16 dot products (x86 "
                          "AVX512-BF16, AArch64 BF16); this one has none");
+    for (int b = 0; b < d->n_blocks; b++)
+        for (int r = 0; r < 3; r++)
+            if (!d->blocks[b].res[r].conv1.w && !d->blocks[b].res[r].conv1.wb)
+                return qtts_fail(err, QTTS_ERR_INVALID,
+                                 "codec: bf16 needs the direct weights, which were dropped");
     qtts_conv1d *convs[2 + 3 * QTTS_CODEC_MAX_UPS + QTTS_CODEC_MAX_BLOCKS * 7];
     int n = 0;
     convs[n++] = &d->pre_conv;
@@ -923,8 +939,15 @@ static qtts_status run(const qtts_codec_decoder *d, scratch *s, causal_state *st
             const int P = (K_CONV - 1) * Ru->dil;
             pad_snake(B, P, A, n, Ru->ea1, Ru->ib1, ch, n, st->res[b][r]);
             if (!Ru->wino1.frame ||
-                !qtts_conv_wino_run(&Ru->wino1, &Ru->conv1, C, n, B + P, (size_t)n + P, n, s->ws))
+                !qtts_conv_wino_run(&Ru->wino1, &Ru->conv1, C, n, B + P, (size_t)n + P, n, s->ws)) {
+                /* a run of whole frames fails only for want of scratch (reserved
+                 * ahead), and after qtts_codec_decoder_drop_direct there is no
+                 * direct conv to fall back on */
+                if (!Ru->conv1.w && !Ru->conv1.wb)
+                    return qtts_fail(err, QTTS_ERR_NOMEM,
+                                     "codec decode: no scratch for block %d's Winograd conv", b);
                 qtts_conv1d_run(&Ru->conv1, C, n, B + P, (size_t)n + P, n, false, s->ws);
+            }
             qtts_snake_run(C, n, C, n, Ru->ea2, Ru->ib2, ch, n);
             qtts_conv1d_run(&Ru->conv2, A, n, C, n, n, true, s->ws);                /* x += ... */
         }

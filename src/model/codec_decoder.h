@@ -126,8 +126,16 @@ void qtts_codec_decoder_free(qtts_codec_decoder *d);   /* NULL ok */
  * lossy approximation of the fp32 decoder; docs/QUANT.md measures it). The
  * transformer and the quantizer stay fp32. QTTS_ERR_UNSUPPORTED when the
  * CPU has no bf16 dot products, NOMEM; either way d still decodes (a
- * failed conversion leaves some convs fp32, all exact as before). */
+ * failed conversion leaves some convs fp32, all exact as before).
+ * QTTS_ERR_INVALID, d unchanged, after qtts_codec_decoder_drop_direct. */
 qtts_status qtts_codec_decoder_to_bf16(qtts_codec_decoder *d, qtts_err *err);
+
+/* Frees the direct (packed fp32) weights of every residual k7 conv that
+ * has its Winograd form (their bias stays: the Winograd form adds it).
+ * The fp32 decoder runs those convs only in that form (whole frames, its
+ * scratch reserved ahead), so the copy is dead weight: 66 MB at full size.
+ * For a decoder that stays fp32; qtts_codec_decoder_to_bf16 needs them. */
+void qtts_codec_decoder_drop_direct(qtts_codec_decoder *d);
 
 /* Per-stage observer (tests, debugging): called with each stage's output
  * as channel-major [channels, frames] with row stride ld. Stage names:

@@ -697,6 +697,49 @@ static void test_bf16(void) {
     qtts_codec_decoder_free(d);
 }
 
+/* qtts_codec_decoder_drop_direct: the Winograd convs' direct weights go,
+ * their bias stays, the decode and a stream keep their bits, and a bf16
+ * conversion after it is refused with the decoder unchanged. */
+static void test_drop_direct(void) {
+    const qtts_codec_decoder *ref = load_model(DEFAULT_MODEL);
+    qtts_codec_decoder *d = NULL;
+    qtts_config cfg;
+    qtts_err err = {0};
+    REQUIRE(ref && qtts_config_load(DEFAULT_MODEL, &cfg, &err) == QTTS_OK &&
+                qtts_codec_decoder_load(DEFAULT_MODEL, &cfg, &d, &err) == QTTS_OK,
+            "model: %s", err.msg);
+    qtts_codec_decoder_drop_direct(d);
+    int dropped = 0;
+    for (int b = 0; b < d->n_blocks; b++)
+        for (int r = 0; r < 3; r++) {
+            const qtts_codec_resunit *R = &d->blocks[b].res[r];
+            CHECK(!R->wino1.frame || (!R->conv1.w && R->conv1.bias),
+                  "block %d unit %d: direct weights kept or bias dropped", b, r);
+            CHECK(R->wino1.frame || R->conv1.w, "block %d unit %d: a direct-only conv dropped", b, r);
+            dropped += R->wino1.frame != 0;
+        }
+    CHECK(dropped > 0, "the fixture has no Winograd conv");
+    const int T = QTTS_CODEC_CHUNK + 10;
+    int32_t *codes = random_codes(d, T, 41);
+    const size_t n = (size_t)d->upsample * T;
+    float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+    REQUIRE(qtts_codec_decode(ref, codes, T, want, &err) == QTTS_OK, "%s", err.msg);
+    CHECK(qtts_codec_decode(d, codes, T, got, &err) == QTTS_OK &&
+              !memcmp(got, want, sizeof(float) * n),
+          "decode without the direct weights differs");
+    const int odd[] = {3, 1, 7, 24};
+    CHECK(stream_matches(d, codes, T, want, 16, odd, 4, NULL), "pushes without the direct weights");
+    const qtts_status st = qtts_codec_decoder_to_bf16(d, &err);
+    CHECK(st == QTTS_ERR_UNSUPPORTED || (st == QTTS_ERR_INVALID && strstr(err.msg, "dropped")),
+          "bf16 after the drop: status %d (%s)", (int)st, err.msg);
+    CHECK(qtts_codec_decode(d, codes, T, got, &err) == QTTS_OK &&
+              !memcmp(got, want, sizeof(float) * n),
+          "a refused bf16 conversion changed the decoder");
+    qtts_codec_decoder_drop_direct(d);   /* again: nothing left to drop */
+    free(codes), free(want), free(got);
+    qtts_codec_decoder_free(d);
+}
+
 static void test_bad_codes(void) {
     qtts_codec_decoder *d = load_model(DEFAULT_MODEL);
     REQUIRE(d, "model");
@@ -790,6 +833,7 @@ int main(void) {
     TEST_RUN(test_stream);
     TEST_RUN(test_stream_skip);
     TEST_RUN(test_bf16);
+    TEST_RUN(test_drop_direct);
     qtts_codec_decoder_free(cached);
     qtts_threads_shutdown();
     TEST_END();
