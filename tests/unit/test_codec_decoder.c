@@ -186,18 +186,24 @@ static void test_elementwise_kernels(void) {
 static char cached_dir[512];
 static qtts_codec_decoder *cached;
 
-static qtts_codec_decoder *load_model(const char *dir) {
-    if (cached && strcmp(cached_dir, dir) == 0) return cached;
-    qtts_codec_decoder_free(cached);
-    cached = NULL;
+/* A decoder of its own (the caller frees it), or NULL with the reason
+ * printed. */
+static qtts_codec_decoder *load_copy(const char *dir) {
+    qtts_codec_decoder *d = NULL;
     qtts_config cfg;
     qtts_err err = {0};
     if (qtts_config_load(dir, &cfg, &err) != QTTS_OK ||
-        qtts_codec_decoder_load(dir, &cfg, &cached, &err) != QTTS_OK) {
+        qtts_codec_decoder_load(dir, &cfg, &d, &err) != QTTS_OK) {
         fprintf(stderr, "  load %s: %s\n", dir, err.msg);
         return NULL;
     }
-    snprintf(cached_dir, sizeof(cached_dir), "%s", dir);
+    return d;
+}
+
+static qtts_codec_decoder *load_model(const char *dir) {
+    if (cached && strcmp(cached_dir, dir) == 0) return cached;
+    qtts_codec_decoder_free(cached);
+    if ((cached = load_copy(dir))) snprintf(cached_dir, sizeof(cached_dir), "%s", dir);
     return cached;
 }
 
@@ -622,11 +628,8 @@ static void test_stream_skip(void) {
 
     qtts_err err = {0};
     qtts_codec_stream *a = NULL, *b = NULL, *c = NULL;
-    qtts_codec_decoder *d2 = NULL;   /* a second instance (load_model's is cached) */
-    qtts_config cfg;
-    REQUIRE(!qtts_config_load(DEFAULT_MODEL, &cfg, &err) &&
-                !qtts_codec_decoder_load(DEFAULT_MODEL, &cfg, &d2, &err),
-            "%s", err.msg);
+    qtts_codec_decoder *d2 = load_copy(DEFAULT_MODEL);   /* a second instance (load_model's is cached) */
+    REQUIRE(d2, "second instance");
     const size_t U = (size_t)d->upsample;
     float *wa = malloc(sizeof(float) * U * T), *wb = malloc(sizeof(float) * U * T);
     REQUIRE(d2 && !qtts_codec_stream_new(d, 16, &a, &err) && !qtts_codec_stream_new(d, 3, &b, &err) &&
@@ -648,12 +651,9 @@ static void test_stream_skip(void) {
 static void test_bf16(void) {
     /* its own copy: the cached one stays fp32 for the other tests */
     const qtts_codec_decoder *ref = load_model(DEFAULT_MODEL);
-    qtts_codec_decoder *d = NULL;
-    qtts_config cfg;
+    qtts_codec_decoder *d = load_copy(DEFAULT_MODEL);
     qtts_err err = {0};
-    REQUIRE(ref && qtts_config_load(DEFAULT_MODEL, &cfg, &err) == QTTS_OK &&
-                qtts_codec_decoder_load(DEFAULT_MODEL, &cfg, &d, &err) == QTTS_OK,
-            "model: %s", err.msg);
+    REQUIRE(ref && d, "model");
     const int T = QTTS_CODEC_CHUNK + 40, Q = d->n_q;
     int32_t *codes = malloc(sizeof(int32_t) * T * Q);
     uint64_t seed = 12;
@@ -702,12 +702,9 @@ static void test_bf16(void) {
  * conversion after it is refused with the decoder unchanged. */
 static void test_drop_direct(void) {
     const qtts_codec_decoder *ref = load_model(DEFAULT_MODEL);
-    qtts_codec_decoder *d = NULL;
-    qtts_config cfg;
+    qtts_codec_decoder *d = load_copy(DEFAULT_MODEL);
     qtts_err err = {0};
-    REQUIRE(ref && qtts_config_load(DEFAULT_MODEL, &cfg, &err) == QTTS_OK &&
-                qtts_codec_decoder_load(DEFAULT_MODEL, &cfg, &d, &err) == QTTS_OK,
-            "model: %s", err.msg);
+    REQUIRE(ref && d, "model");
     qtts_codec_decoder_drop_direct(d);
     int dropped = 0;
     for (int b = 0; b < d->n_blocks; b++)
