@@ -29,9 +29,10 @@
  * GEMM over the thread pool), the residual units' 7-tap convs on its
  * Winograd form (qtts_conv_wino_run: F(4,7), 10 products per 4 columns
  * instead of 28, or F(2,7) where a block's frame is too short for it,
- * groups fixed within each frame; not with the bf16 codec), SnakeBeta on qtts_snake_run (vectorised
- * sine, precomputed exp(alpha) and 1/(exp(beta)+eps) from load time); both
- * give the same bits at every thread count.
+ * groups fixed within each frame; not with the bf16 codec), SnakeBeta on
+ * qtts_snake_run (vectorised sine, precomputed exp(alpha) and
+ * 1/(exp(beta)+eps) from load time); both give the same bits at every
+ * thread count.
  * Largest stage buffer (full size): [96, 1920T + 54] floats ~ 0.74 MB per
  * frame, three of them per run.
  */

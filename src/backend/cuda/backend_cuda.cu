@@ -250,7 +250,7 @@ static qtts_status upload_conv(DevPool *pool, const qtts_conv1d *c, const char *
     out->taps = c->taps;
     out->dil = c->dil;
     out->bias = NULL;
-    if (!c->w) /* qtts_codec_decoder_drop_direct, or bf16: the engine keeps them for this backend */
+    if (!c->w) /* dropped (qtts_codec_decoder_drop_direct): the engine does so for the CPU backend only */
         return qtts_fail(err, QTTS_ERR_INVALID, "%s: no fp32 weights to upload", what);
     const int K = c->taps * c->cin;
     const size_t n = (size_t)K * c->cout;
