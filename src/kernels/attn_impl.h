@@ -126,8 +126,9 @@ ATTN_INLINE void attn_load16kv(qtts_v16f *v, const void *p, size_t i, const bool
 }
 
 /* Rows of K or V prefetched ahead of the ones being read, in two steps as
- * the matmuls' weights (kernels_impl.h): to L2 ATTN_PF_FAR rows ahead
- * (16 KB of 128-wide heads), then to L1 ATTN_PF_NEAR rows ahead (2 KB). A
+ * the matmuls' weights: to L2 ATTN_PF_FAR rows ahead (16 KB of 128-wide
+ * heads), then to L1 ATTN_PF_NEAR rows ahead (2 KB; both in
+ * kernels_impl.h). A
  * long context's cache (28 layers x 8 heads x 256 B per position, K and
  * V, in bf16: 57 MB at 500 positions) streams from DRAM every step, and
  * the hardware prefetchers alone ramp up at every 4 KB page. A single L1
@@ -145,8 +146,6 @@ ATTN_INLINE void attn_load16kv(qtts_v16f *v, const void *p, size_t i, const bool
  * talker step took 0.930 of the time at 1000-1060 positions (talker + code
  * predictor 0.956), 0.953 at 400-460 and 0.98 at 23-123 (`ab_pairs` on an
  * AMD EPYC (Zen 4) host, 0.6B int4, 6-8 rounds each). */
-#define ATTN_PF_NEAR(bf16) ((bf16) ? 8 : 4)
-#define ATTN_PF_FAR(bf16) ((bf16) ? 64 : 32)
 
 /* The lines of row j of d elements, to L1 (l1) or to L2: row j of the
  * call's ctx rows at p, and past them row j - ctx of the next_rows rows at

@@ -543,6 +543,16 @@ void qtts_attn_out_bf16(float *out, const float *p, size_t ldp, int nh, const ui
     qtts_isa_active()->attn_out_bf16(out, p, ldp, nh, v, ldv, ctx, d, acc, next, next_rows);
 }
 
+int qtts_attn_cold_rows(bool bf16) { return ATTN_PF_FAR(bf16); }
+
+void qtts_attn_prefetch_rows(const void *p, size_t ld, int n, int d, bool bf16) {
+    const size_t es = bf16 ? 2 : 4, bytes = (size_t)d * es;
+    for (int j = 0; j < n; j++) {
+        const char *r = (const char *)p + (size_t)j * ld * es;
+        for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch(r + i, 0, 2);   /* to L2 */
+    }
+}
+
 void qtts_f32_to_bf16_row(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = qtts_f32_to_bf16(src[i]);
 }

@@ -229,6 +229,15 @@ void qtts_attn_out_bf16(float *out, const float *p, size_t ldp, int nh, const ui
 void qtts_f32_to_bf16_row(uint16_t *dst, const float *src, size_t n);
 void qtts_bf16_to_f32_row(float *dst, const uint16_t *src, size_t n);   /* exact */
 
+/* The calls above prefetch each row a fixed distance ahead of the row they
+ * read, so the first qtts_attn_cold_rows(bf16) rows of a call whose caller
+ * named nothing before it are read at the memory's latency.
+ * qtts_attn_prefetch_rows brings rows [0, n) of a head (d elements each,
+ * row j at p + j*ld elements, fp32 or bf16) to L2 without waiting for
+ * them; a caller issues it for those rows ahead of other work. */
+int qtts_attn_cold_rows(bool bf16);
+void qtts_attn_prefetch_rows(const void *p, size_t ld, int n, int d, bool bf16);
+
 /* ==== 1-D convolution kernels (conv_ref.c) ================================
  * Activations here are channel-major: a [C, n] tensor is C rows of n time
  * samples, row r at x + r*ld (ld >= n). A causal conv reads (taps-1)*dil

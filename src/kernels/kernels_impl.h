@@ -150,6 +150,13 @@ void qtts_pack_act(const int8_t *q, const float *d, int cols, int8_t *xq, float 
 #define QTTS_PREFETCH_AHEAD 8192
 #define QTTS_PREFETCH_AHEAD_L1 4096   /* resident: 2-4 KB ~1-2% faster than 8, 16 KB 7% slower */
 #define QTTS_PREFETCH_NEAR 2048        /* the second, L1 prefetch of a line not resident */
+/* The attention calls' prefetch of K/V rows (attn_impl.h): to L1
+ * ATTN_PF_NEAR rows ahead of the row being read, to L2 ATTN_PF_FAR rows
+ * ahead (16 KB of 128-wide heads in either format). qtts_attn_cold_rows
+ * gives the far distance to callers. */
+#define ATTN_PF_NEAR(bf16) ((bf16) ? 8 : 4)
+#define ATTN_PF_FAR(bf16) ((bf16) ? 64 : 32)
+
 typedef struct {
     const char *p, *end; /* next line to prefetch; end of this tile's share */
     size_t step;         /* bytes per qtts_prefetch_step */
