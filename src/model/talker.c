@@ -700,9 +700,10 @@ static void attn_group(void *ctx, int g) {
      * below run: a head's attention otherwise began with them at DRAM latency (the caches
      * are cold after a layer's weights have streamed through). Consecutive rows of one
      * request (a prefill chunk) share their cache, so the last of them stands for all.
-     * 0.6B int4 at 23-123 positions on an AMD EPYC (Zen 4) host: the attention took ~0.7 of
-     * its time in both stacks, the frame ~0.987 (docs/PERFORMANCE.md). A prefill over a
-     * bf16 cache reads a widened copy instead (below). */
+     * 0.6B int4 at 23-123 positions on an AMD EPYC (Zen 4) host: the attention took ~0.8 of
+     * its time in the code predictor, ~0.9 in the talker, the frame ~0.986
+     * (docs/PERFORMANCE.md). A prefill over a bf16 cache reads a widened copy instead
+     * (below). */
     if (!a->kvw)
         for (int r = 0; r < a->n; r++)
             if (r + 1 == a->n || a->rc[r + 1].k != a->rc[r].k)
