@@ -21,8 +21,12 @@
  * pairs summed to 16 bits) then madd with ones: Q8_0 feeds it |x| and the
  * signed codes with x's sign (pair sums never saturate: 2 * 127 * 127 <
  * 32767), Q4_0 the raw nibbles (0..15) and x, from a start of
- * -8 * (the block's sum of x). AVX-VNNI's VPDPBUSD takes the stored
- * unsigned codes of both formats directly.
+ * -8 * (the block's sum of x). Q4_0's pair sums are small (|15 * 128 * 2|
+ * = 3840), so a block's 8 maddubs results (its 32 weights in one half
+ * group) are added in 16 bits (at most 30720, exact) and widened by one
+ * madd: 9 multiplies per 256 weights instead of 16, the same integers.
+ * AVX-VNNI's VPDPBUSD takes the stored unsigned codes of both formats
+ * directly.
  */
 #include "kernels_impl.h"
 
@@ -345,16 +349,24 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
                         const __m256i xk = _mm256_loadu_si256((const __m256i *)(xg + 64 * k));
                         if (q4) {
                             const __m256i xh = _mm256_loadu_si256((const __m256i *)(xg + 64 * (k + 4)));
-                            a[p] = dot_u(a[p], _mm256_and_si256(L, low4), xk);
-                            if (Q4_SPLIT)
+                            if (Q4_SPLIT) {
+                                a[p] = dot_u(a[p], _mm256_and_si256(L, low4), xk);
                                 ah[p] = dot_u(ah[p], _mm256_and_si256(L, high4), xh);
-                            else
-                                a[p] = dot_u(a[p], _mm256_and_si256(_mm256_srli_epi16(L, 4), low4), xh);
+                            } else { /* 16-bit sums, widened once below */
+                                ah[p] = _mm256_add_epi16(ah[p], _mm256_maddubs_epi16(_mm256_and_si256(L, low4), xk));
+                                ah[p] = _mm256_add_epi16(
+                                    ah[p], _mm256_maddubs_epi16(
+                                               _mm256_and_si256(_mm256_srli_epi16(L, 4), low4), xh));
+                            }
                         } else {
                             a[p] = dot_q8(a[p], L, xk);
                         }
                     }
                 }
+                if (q4 && !Q4_SPLIT)
+#pragma GCC unroll 2
+                    for (int p = 0; p < RX; p++)
+                        a[p] = _mm256_add_epi32(a[p], _mm256_madd_epi16(ah[p], _mm256_set1_epi16(1)));
                 if (q4 && Q4_SPLIT)
 #pragma GCC unroll 2
                     for (int p = 0; p < RX; p++) a[p] = _mm256_add_epi32(a[p], _mm256_srai_epi32(ah[p], 4));

@@ -362,6 +362,53 @@ static void test_quant_paths(void) {
     }
 }
 
+/* The integer sums at their largest: every Q4_0 nibble 15 (each block's
+ * first weight -8a, the rest +7a) or 0 (all -8a), every Q8_0 code +-127,
+ * against activation codes of +-127. The AVX2 Q4_0 kernel adds a block's
+ * byte-pair products in 16 bits (at most 8 * 2 * 15 * 127 = 30480), so a
+ * wrap there would show here as a wrong output; every path must give the
+ * reference's bits. */
+static void test_quant_extremes(void) {
+    const int R = 9, C = 1024, ns[] = {1, 3};
+    tmat w = tmat_new(R, C);
+    float *x = qtts_malloc(sizeof(float) * 3 * C);
+    float *y = qtts_malloc(sizeof(float) * 3 * R), *yr = qtts_malloc(sizeof(float) * 3 * R);
+    for (int pat = 0; pat < 4; pat++) {
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < C; i++) {
+                const float a = 0.01f * (float)(r + 1);
+                float v = pat & 1 ? -8 * a : (i % 32 == 0 ? -8 * a : 7 * a);
+                if (r % 3 == 2) v = -v; /* rows of both signs */
+                w.f[(size_t)r * C + i] = v;
+            }
+        for (int t = 0; t < 3; t++)
+            for (int i = 0; i < C; i++) {
+                const float s = pat & 2 ? (t == 1 ? 1.0f : -1.0f) : (i & 1 ? -1.0f : 1.0f);
+                x[(size_t)t * C + i] = (t == 2 && !(pat & 2)) ? 1.0f : s;
+            }
+        for (int f = 0; f < 2; f++) {
+            const qtts_dtype dt = f ? QTTS_DT_Q4_0 : QTTS_DT_Q8_0;
+            tquant q = tquant_new(&w, dt);
+            for (size_t k = 0; k < QTTS_ARRAY_LEN(ns); k++) {
+                const int n = ns[k];
+                qtts_matmul_isa(&qtts_isa_ref, yr, x, n, &q.m, NULL);
+                for (int a = 0; a < n_isas; a++) {
+                    qtts_matmul_isa(isas[a], y, x, n, &q.m, NULL);
+                    size_t at;
+                    CHECK(bits_equal(y, yr, (size_t)n * R, &at),
+                          "%s %s pattern %d n=%d: element %zu: %.9g != reference %.9g", isas[a]->name,
+                          f ? "q4_0" : "q8_0", pat, n, at, y[at], yr[at]);
+                }
+            }
+            tquant_free(&q);
+        }
+    }
+    tmat_free(&w);
+    qtts_free(x);
+    qtts_free(y);
+    qtts_free(yr);
+}
+
 /* ==== determinism: n, threads, split ===================================== */
 
 static void test_row_determinism(void) {
@@ -1318,6 +1365,7 @@ int main(void) {
     TEST_RUN(test_expm1);
     TEST_RUN(test_matmul_swiglu);
     TEST_RUN(test_quant_paths);
+    TEST_RUN(test_quant_extremes);
     TEST_RUN(test_row_determinism);
     TEST_RUN(test_prefetch_hint);
     TEST_RUN(test_large_batch);
