@@ -5,6 +5,12 @@
  * Tile: 8 rows x 24 columns, done as two passes of 4 rows over the same
  * panel (4 x 3 ymm accumulators + 3 panel vectors + 1 broadcast weight = 16
  * registers). Per panel row: 3 aligned loads, 4 weight broadcasts, 12 FMAs.
+ * Panels of KC = 128 reduction rows: the panel (12 KB) and a group's
+ * weights (4 KB) stay in a 32 KB L1 through both passes and every row
+ * group. At 256 (24 + 8 KB) the weights pushed the panel out to L2: on
+ * a Zen 3 (AVX2 only, 32 KB L1) `bench_codec` decoded 6-8% slower (16
+ * alternations, minimum and median), while the tile alone computes at
+ * the FMA probe's rate from L1 at either kc.
  * The last partial column group of y is read and written with
  * vmaskmovps, so nothing past column `cols` is touched. The final store
  * prefetches the same rows of the next column tile (a row of y is far from
@@ -145,7 +151,9 @@ static void snake_avx2(float *y, const float *x, float ea_, float ib_, int n) {
 #define NARROW_G(C) ((C) == 1 ? 8 : (C) <= 3 ? 4 : (C) == 4 ? 2 : 1)
 #include "conv_narrow_x86.h"
 
-const qtts_conv_isa qtts_conv_isa_avx2 = {"avx2", NR, 256, tile_avx2, snake_avx2,
+#define KC 128
+
+const qtts_conv_isa qtts_conv_isa_avx2 = {"avx2", NR, KC, tile_avx2, snake_avx2,
                                           qtts_conv_narrow_x86, false};
 
 #endif
