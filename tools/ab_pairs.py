@@ -10,9 +10,10 @@ medians of a few runs unable to tell 3% apart.
 Default: `BUILD/bench_backend MODEL` (talker step, code-predictor frame,
 total ms; each build directory needs bench_backend: make BUILD=DIR
 DIR/bench_backend). --bench: whole `BUILD/qwen3-tts bench --runs 1 --json`
-calls (x floor of the talker, the code predictor and both, and talker + CP
-ms), so the streamed codec decodes between the frames, the real prompt and
-each call's own bandwidth probes are in it; --prompt and --kv do not apply.
+calls (x floor of the talker, the code predictor and both, talker + CP
+ms, the codec's ms per frame and the RTF), so the streamed codec decodes
+between the frames, the real prompt and each call's own bandwidth probes
+are in it; --prompt and --kv do not apply.
 
   tools/ab_pairs.py --model models/full-cv06-int4 build-base build
   tools/ab_pairs.py --model DIR --rounds 15 --frames 40 -- buildA buildB buildC
@@ -73,14 +74,14 @@ def run_bench(build, args):
     s = d["stages"]
     rt = d["machine"].get("thread_round_trip_ns")
     return ([s["talker"]["x_floor"], s["code_predictor"]["x_floor"], s["talker_cp"]["x_floor"],
-             s["talker_cp"]["ms_per_frame"]],
+             s["talker_cp"]["ms_per_frame"], s["codec"]["ms_per_frame"], d["rtf"]],
             placement([rt["min"], rt["max"]] if rt else []))
 
 
 # per mode: the runner, its measures' names, and the measure whose plain median is shown
 MODES = {
     "backend": (run_backend, ["talker", "CP", "total"], 2, "median total ms"),
-    "bench": (run_bench, ["x talker", "x CP", "x t+CP", "ms"], 2, "median x t+CP"),
+    "bench": (run_bench, ["x talker", "x CP", "x t+CP", "ms", "codec", "RTF"], 2, "median x t+CP"),
 }
 
 
