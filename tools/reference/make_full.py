@@ -156,6 +156,16 @@ def main():
         ap.error("give exactly one of --variant and --from-manifest")
     if args.from_manifest and (args.codec_from or args.check_load or args.save_manifest):
         ap.error("--from-manifest takes only --out and --tokenizer-dir")
+    if args.codec_from:   # checked before anything is written: the symlinks would dangle
+        cf = os.path.join(args.codec_from, "config.json")
+        try:
+            with open(cf) as f:
+                ok = "decoder_config" in json.load(f)
+        except (OSError, ValueError):
+            ok = False
+        if not ok:
+            ap.error(f"--codec-from {args.codec_from}: {cf} is not a speech tokenizer config "
+                     "(give the speech_tokenizer directory itself, e.g. MODEL/speech_tokenizer)")
     out = os.path.abspath(args.out)
     t0 = time.time()
     if os.path.isdir(out):
