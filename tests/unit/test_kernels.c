@@ -362,11 +362,12 @@ static void test_quant_paths(void) {
     }
 }
 
-/* The integer sums at their largest: every Q4_0 nibble 15 (each block's
- * first weight -8a, the rest +7a) or 0 (all -8a), every Q8_0 code +-127,
- * against activation codes of +-127. The AVX2 Q4_0 kernel adds a block's
- * byte-pair products in 16 bits (at most 8 * 2 * 15 * 127 = 30480), so a
- * wrap there would show here as a wrong output; every path must give the
+/* The integer sums at their largest: Q4_0 nibbles all 15 but each block's
+ * first (its first weight -8a, the rest +7a; rows of either sign) or all 0
+ * (all -8a), Q8_0 codes of 127 and 111 or all 127 in magnitude, against
+ * activation codes of +-127. The AVX2 Q4_0 kernel adds a block's byte-pair
+ * products in 16 bits (here up to 8 * 2 * 15 * 127 = 30480), so a wrap
+ * there would show as a wrong output: every path must give the
  * reference's bits. */
 static void test_quant_extremes(void) {
     const int R = 9, C = 1024, ns[] = {1, 3};
