@@ -21,12 +21,9 @@
  * pairs summed to 16 bits) then madd with ones: Q8_0 feeds it |x| and the
  * signed codes with x's sign (pair sums never saturate: 2 * 127 * 127 <
  * 32767), Q4_0 the raw nibbles (0..15) and x, from a start of
- * -8 * (the block's sum of x). Q4_0's pair sums are small (|15 * 128 * 2|
- * = 3840), so a block's 8 maddubs results (its 32 weights in one half
- * group) are added in 16 bits (at most 30720, exact) and widened by one
- * madd: 9 multiplies per 256 weights instead of 16, the same integers.
- * AVX-VNNI's VPDPBUSD takes the stored unsigned codes of both formats
- * directly.
+ * -8 * (the block's sum of x), their products added in 16 bits
+ * (q4_step). AVX-VNNI's VPDPBUSD takes the stored unsigned codes of both
+ * formats directly.
  */
 #include "kernels_impl.h"
 
@@ -243,26 +240,33 @@ static void mm_bf16(const qtts_mm_job *j, int r0, int r1) {
 
 /* ==== Q8_0 / Q4_0 ======================================================== */
 
-/* With VNNI, Q4_0's high nibbles are taken in place (an and with 0xF0)
- * into their own sums, 16 times the products, which are added shifted
- * right by 4 once per half group: exact, so the same integer dot, without
- * a 16-bit shift per vector. Without VNNI, maddubs would saturate on
- * 240 x 127 pairs, so the nibbles are shifted down. */
+/* One 32-byte vector L of Q4_0 codes (its low nibbles against xk, its high
+ * ones against xh) into a half group's sums, then those sums into the
+ * lanes' int32 dots (q4_finish). With VNNI, the low nibbles go straight
+ * into a, and the high nibbles are taken in place (an and with 0xF0) into
+ * their own sums ah, 16 times the products, added shifted right by 4 once
+ * per half group: exact, without a 16-bit shift per vector. Without VNNI,
+ * maddubs would saturate on 240 x 127 pairs, so the high nibbles are
+ * shifted down; a nibble pair's sum is at most |15 * 128 * 2| = 3840, so a
+ * block's 8 maddubs results (its 32 weights in one half group) add in 16
+ * bits in ah (at most 30720, exact) and are widened by one madd: 9
+ * multiplies per 256 weights instead of 16, the same integers. */
+INLINE void q4_step(__m256i *a, __m256i *ah, __m256i L, __m256i xk, __m256i xh) {
+    const __m256i low4 = _mm256_set1_epi8(15);
 #ifdef QTTS_AVXVNNI
-#define Q4_SPLIT 1
+    *a = _mm256_dpbusd_avx_epi32(*a, _mm256_and_si256(L, low4), xk);
+    *ah = _mm256_dpbusd_avx_epi32(*ah, _mm256_and_si256(L, _mm256_set1_epi8((char)0xF0)), xh);
 #else
-#define Q4_SPLIT 0
+    *ah = _mm256_add_epi16(*ah, _mm256_maddubs_epi16(_mm256_and_si256(L, low4), xk));
+    *ah = _mm256_add_epi16(*ah, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(L, 4), low4), xh));
 #endif
+}
 
-/* a + the 8 lanes' int32 dots of unsigned bytes u and signed bytes x
- * (4 bytes a lane). Without VNNI: maddubs (pairs to 16 bits, saturating)
- * then madd with ones; only for u <= 15 (Q4_0 nibbles: pair sums at most
- * 2 * 15 * 127). */
-INLINE __m256i dot_u(__m256i a, __m256i u, __m256i x) {
+INLINE __m256i q4_finish(__m256i a, __m256i ah) {
 #ifdef QTTS_AVXVNNI
-    return _mm256_dpbusd_avx_epi32(a, u, x);
+    return _mm256_add_epi32(a, _mm256_srai_epi32(ah, 4));
 #else
-    return _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
+    return _mm256_add_epi32(a, _mm256_madd_epi16(ah, _mm256_set1_epi16(1)));
 #endif
 }
 
@@ -305,8 +309,6 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
     const float *xd[2];
     const int32_t *xs[2];
     __m256 acc[2][4][2];
-    const __m256i low4 = _mm256_set1_epi8(15);
-    const __m256i high4 = _mm256_set1_epi8((char)0xF0);   /* Q4_SPLIT */
 #pragma GCC unroll 4
     for (int r = 0; r < RW; r++) w[r] = (const uint8_t *)j->W->data + (size_t)(r0 + r) * stride;
 #pragma GCC unroll 2
@@ -347,29 +349,16 @@ INLINE void tile_quant(const qtts_mm_job *j, int rb, int nr, int r0, int t, cons
                     for (int p = 0; p < RX; p++) {
                         const int8_t *xg = xq[p] + (size_t)g * 512 + 32 * h;
                         const __m256i xk = _mm256_loadu_si256((const __m256i *)(xg + 64 * k));
-                        if (q4) {
-                            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xg + 64 * (k + 4)));
-                            if (Q4_SPLIT) {
-                                a[p] = dot_u(a[p], _mm256_and_si256(L, low4), xk);
-                                ah[p] = dot_u(ah[p], _mm256_and_si256(L, high4), xh);
-                            } else { /* 16-bit sums, widened once below */
-                                ah[p] = _mm256_add_epi16(ah[p], _mm256_maddubs_epi16(_mm256_and_si256(L, low4), xk));
-                                ah[p] = _mm256_add_epi16(
-                                    ah[p], _mm256_maddubs_epi16(
-                                               _mm256_and_si256(_mm256_srli_epi16(L, 4), low4), xh));
-                            }
-                        } else {
+                        if (q4)
+                            q4_step(&a[p], &ah[p], L, xk,
+                                    _mm256_loadu_si256((const __m256i *)(xg + 64 * (k + 4))));
+                        else
                             a[p] = dot_q8(a[p], L, xk);
-                        }
                     }
                 }
-                if (q4 && !Q4_SPLIT)
+                if (q4)
 #pragma GCC unroll 2
-                    for (int p = 0; p < RX; p++)
-                        a[p] = _mm256_add_epi32(a[p], _mm256_madd_epi16(ah[p], _mm256_set1_epi16(1)));
-                if (q4 && Q4_SPLIT)
-#pragma GCC unroll 2
-                    for (int p = 0; p < RX; p++) a[p] = _mm256_add_epi32(a[p], _mm256_srai_epi32(ah[p], 4));
+                    for (int p = 0; p < RX; p++) a[p] = q4_finish(a[p], ah[p]);
                 const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sw));
 #pragma GCC unroll 2
                 for (int p = 0; p < RX; p++)
