@@ -471,8 +471,9 @@ static double codec_macs(const qtts_codec_decoder *d) {
         t += conv_macs(&B->tconv) * r;
         r *= B->stride;
         for (int k = 0; k < 3; k++) {
-            /* the k7 conv as it runs: the Winograd form does 10 products per
-             * 4 of a frame's columns (F(4,7)) or 8 per 2 (F(2,7)) */
+            /* the k7 conv as it runs: the Winograd form does 12 products per
+             * 6 of a frame's columns (F(6,7)), 10 per 4 (F(4,7)) or 8 per 2
+             * (F(2,7)) */
             const qtts_conv_wino *w = &B->res[k].wino1;
             t += w->frame ? qtts_conv_wino_macs(w) : conv_macs(&B->res[k].conv1) * r;
             t += conv_macs(&B->res[k].conv2) * r;

@@ -149,8 +149,8 @@ static double conv_macs(const qtts_conv1d *c, double n) {
     return (double)c->cout * c->cin * c->taps * n;
 }
 
-/* A residual unit's k7 conv over T frames: as run (Winograd form: 10
- * products per 4 columns, or 8 per 2), or direct. */
+/* A residual unit's k7 conv over T frames: as run (Winograd form: 12
+ * products per 6 columns, 10 per 4 or 8 per 2), or direct. */
 static double conv1_macs(const qtts_codec_resunit *R, double n, int T) {
     const qtts_conv_wino *w = &R->wino1;
     if (!w->frame) return conv_macs(&R->conv1, n);
@@ -462,7 +462,7 @@ int main(int argc, char **argv) {
     printf("codec decoder %s: latent %d, decoder_dim %d, %d samples/frame; conv kernels %s%s\n",
            model, d->latent, d->dec_dim, d->upsample, qtts_conv_isa_name(),
            bf16 ? " (convs bf16)" : "");
-    printf("conv work, as run (Winograd F(4,7)/F(2,7) for the residual units' k7 convs%s): %.2f GFLOP "
+    printf("conv work, as run (Winograd F(6,7)/F(2,7) for the residual units' k7 convs%s): %.2f GFLOP "
            "per frame (%.1f GFLOP per s of audio)\n", d->blocks[0].res[0].wino1.frame ? "" : ": off",
            2 * decoder_macs(d, frames) / frames / 1e9, 2 * decoder_macs(d, frames) / frames * 12.5 / 1e9);
     for (int ti = 0; ti < n_threads; ti++) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Derives the Winograd F(4,7) and F(2,7) matrices of src/kernels/conv_wino.c
-and checks them exactly, in rationals (standard library only).
+"""Derives the Winograd F(6,7), F(4,7) and F(2,7) matrices of
+src/kernels/conv_wino.c and checks them exactly, in rationals (standard
+library only).
 
 Toom-Cook on N - 1 points and infinity, N = M + 6: a linear convolution
 s = g * h (g 7 taps, h M samples) is V^-1 [(V_7 g) . (V_M h)], V_k the
@@ -15,14 +16,18 @@ F(2,7) takes the points 0, 1, -1, 2, -2, 1/2, -1/2; F(4,7) those and
 3/2, -3/2 (whose powers up to 27/8 in A^T are exact in binary; of the pairs
 tried in a model of the fp32 arithmetic on random data, +-3/2 and +-2/3
 rounded least, 19-20 times the direct sum's rms error against 30-37 for
-+-3, +-1/3, +-1/4 or +-4, and 5 for F(2,7)). For each form the script
-prints the three matrices and checks the identity on random integer data;
-it exits non-zero if a check fails.
++-3, +-1/3, +-1/4 or +-4, and 5 for F(2,7)); F(6,7) those and 3/4, -3/4
+(powers up to 243/1024, exact; with +-3/2, the pairs +-3/4 and +-2/3
+rounded least, 35-39 times the direct sum's, against 38-48 for +-1/3 or
++-1/4 and 110-180 for +-3, +-4 or +-4/3; a fourth pair, F(8,7), 110 at
+best). For each form the script prints the three matrices and checks the
+identity on random integer data; it exits non-zero if a check fails.
 
     python3 tools/wino_derive.py
     python3 tools/wino_derive.py --error-model   (needs numpy)
 
---error-model runs each form, and F(4,7) on other point pairs, in fp32
+--error-model runs each form, and F(4,7) and F(6,7) on other point pairs,
+and F(8,7), in fp32
 (numpy) on random weights and inputs, and prints its rms error against the
 exact sum over that of the direct fp32 conv: the model behind the choice of
 points. (The C kernels sum in another order; tests/unit/test_kernels_conv
@@ -35,7 +40,8 @@ from math import gcd
 
 R = 7
 POINTS2 = [F(0), F(1), F(-1), F(2), F(-2), F(1, 2), F(-1, 2)]  # and infinity
-FORMS = {2: POINTS2, 4: POINTS2 + [F(3, 2), F(-3, 2)]}
+FORMS = {2: POINTS2, 4: POINTS2 + [F(3, 2), F(-3, 2)],
+         6: POINTS2 + [F(3, 2), F(-3, 2), F(3, 4), F(-3, 4)]}
 
 
 def vander(points, k):
@@ -141,13 +147,19 @@ def error_model():
         rms = lambda a: np.sqrt(np.mean(a ** 2))
         return rms(y.reshape(cout, npos) - exact) / rms(direct - exact)
 
-    cases = [("F(2,7)", 2, POINTS2), ("F(4,7) +-3/2", 4, FORMS[4])]
-    for name, pair in (("+-2/3", F(2, 3)), ("+-3", F(3)), ("+-1/3", F(1, 3)),
-                       ("+-1/4", F(1, 4)), ("+-4", F(4))):
+    cases = [("F(2,7)", 2, POINTS2), ("F(4,7) +-3/2", 4, FORMS[4]),
+             ("F(6,7) +-3/2 +-3/4", 6, FORMS[6])]
+    others = (("+-2/3", F(2, 3)), ("+-3", F(3)), ("+-1/3", F(1, 3)), ("+-1/4", F(1, 4)),
+              ("+-4", F(4)))
+    for name, pair in others:
         cases.append(("F(4,7) " + name, 4, POINTS2 + [pair, -pair]))
+    for name, pair in others + (("+-4/3", F(4, 3)),):
+        cases.append(("F(6,7) +-3/2 " + name, 6, FORMS[4] + [pair, -pair]))
+    for name, pair in (("+-1/3", F(1, 3)), ("+-1/4", F(1, 4)), ("+-2/3", F(2, 3))):
+        cases.append(("F(8,7) +-3/4 " + name, 8, FORMS[6] + [pair, -pair]))
     for cin in (96, 768):
         for name, M, points in cases:
-            print("cin %3d  %-14s rms error / direct conv's %.1f" % (cin, name, run(M, points, cin)))
+            print("cin %3d  %-22s rms error / direct conv's %.1f" % (cin, name, run(M, points, cin)))
     return 0
 
 

@@ -18,8 +18,32 @@
  * (tools/wino_derive.py derives all three and checks y = Aᵀ[(G g) ⊙ (Bᵀ s)]
  * exactly in rationals).
  *
+ * F(6,7), points 0, ±1, ±2, ±1/2, ±3/2, ±3/4 and infinity: 12 products
+ * per 6 outputs, 0.29x the direct conv's multiply-adds:
+ *
+ *   Bᵀ = [ 324    0 -2421     0  5737     0 -5448     0  2064     0  -256    0 ]
+ *        [   0  324   324 -2097 -2097  3640  3640 -1808 -1808   256   256    0 ]
+ *        [   0 -324   324  2097 -2097 -3640  3640  1808 -1808  -256   256    0 ]
+ *        [   0  162    81 -1170  -585  2576  1288 -2080 -1040   512   256    0 ]
+ *        [   0 -162    81  1170  -585 -2576  1288  2080 -1040  -512   256    0 ]
+ *        [   0  324   648 -1125 -2250  1237  2474  -500 -1000    64   128    0 ]
+ *        [   0 -324   648  1125 -2250 -1237  2474   500 -1000   -64   128    0 ]
+ *        [   0 -108   -72   759   506 -1575 -1050  1116   744  -192  -128    0 ]
+ *        [   0  108   -72  -759   506  1575 -1050 -1116   744   192  -128    0 ]
+ *        [   0 -108  -144   615   820  -819 -1092   360   480   -48   -64    0 ]
+ *        [   0  108  -144  -615   820   819 -1092  -360   480    48   -64    0 ]
+ *        [   0 -324     0  2421     0 -5737     0  5448     0 -2064     0  256 ]
+ *
+ *   G: row i = (p^0 .. p^6) times 1/324 (point 0: (1, 0, ..., 0)), 1/630
+ *   (±1), 1/138600 (±2), 2/225 (±1/2), 2/8505 (±3/2), 8192/467775 (±3/4),
+ *   1/256 (infinity: (0, ..., 0, 1)).
+ *
+ *   Aᵀ: row r = (1, p^r for each finite point p ≠ 0 in the order above, 0),
+ *   row 0 also 1 for point 0, row 5 also 1 for infinity; the powers of
+ *   3/4 up to 243/1024 are exact in binary, as are those of 3/2.
+ *
  * F(4,7), points 0, ±1, ±2, ±1/2, ±3/2 and infinity: 10 products per 4
- * outputs, 0.36x the direct conv's multiply-adds.
+ * outputs, 0.36x:
  *
  *   Bᵀ = [ 36   0 -205    0  273    0 -120    0  16   0 ]   G: 1/36    (1, 0, ..., 0)
  *        [  0 -36  -36  169  169 -104 -104   16  16   0 ]      1/90    (p^0 .. p^6), p = 1
@@ -52,8 +76,8 @@
  *   Aᵀ = [ 1  1  1  1  1  1    1    0 ]
  *        [ 0  1 -1  2 -2  1/2 -1/2  1 ]
  *
- * Every entry of both Aᵀ is ± a power of two, 3/2, 9/4 or 27/8: exact in
- * fp32. The GEMMs are the blocked kernels of this CPU on 1-tap convs, all N
+ * Every entry of the three Aᵀ is ± a power of two times a power of 3 up
+ * to 243: exact in fp32. The GEMMs are the blocked kernels of this CPU on 1-tap convs, all N
  * in one split over the pool (qtts_conv1d_run_many: a chunk's GEMMs are
  * small, and one wait for the pool per GEMM cost more than the threads'
  * imbalance inside one), and every transform below is plain C in a fixed
@@ -68,11 +92,16 @@
  * before gave are kept. So an output's bits depend only on its position in
  * its frame: a stream pushing frames one at a time gets what one call over
  * all of them gets. Every class needs M positions (frame >= M d): the
- * groups read no further left than the direct conv does. F(4,7) is taken
- * where the frame allows it, else F(2,7).
+ * groups read no further left than the direct conv does. The largest
+ * form the frame allows is taken: F(6,7) where frame >= 6 d, else F(4,7)
+ * where frame >= 4 d, else F(2,7).
  *
  * Error (tests/unit/test_kernels_conv, random data, rms against the exact
- * sum): F(2,7) 2-4 times the direct sum's, F(4,7) 3-4 times F(2,7)'s.
+ * sum): F(2,7) 2-4 times the direct sum's, F(4,7) 3-4 times F(2,7)'s,
+ * F(6,7) about twice F(4,7)'s. Points for F(6,7) were chosen by the error
+ * model of tools/wino_derive.py: ±3/2 with ±3/4 or ±2/3 35-39 times the
+ * direct sum's, ±1/3 or ±1/4 38-48, ±3, ±4 or ±4/3 110-180; a fourth pair
+ * (F(8,7), 1.75 products an output against 2) 110-320.
  */
 #include <math.h>
 #include <string.h>
@@ -113,6 +142,24 @@ static const double G4_NUM[10][TAPS] = {
 /* the row scales of the comment above as denominators, those of the rows
  * of 1/2 and 3/2 times 64 (45/2 * 64, 315/2 * 64) as their numerators are */
 static const double G4_DEN[10] = {36, 90, 90, 2520, 2520, 1440, 1440, 10080, 10080, 16};
+static const double G6_NUM[12][TAPS] = {
+    {1, 0, 0, 0, 0, 0, 0},
+    {1, 1, 1, 1, 1, 1, 1},
+    {1, -1, 1, -1, 1, -1, 1},
+    {1, 2, 4, 8, 16, 32, 64},
+    {1, -2, 4, -8, 16, -32, 64},
+    {64, 32, 16, 8, 4, 2, 1},                 /* (1/2)^k, times 64 */
+    {64, -32, 16, -8, 4, -2, 1},
+    {64, 96, 144, 216, 324, 486, 729},        /* (3/2)^k, times 64 */
+    {64, -96, 144, -216, 324, -486, 729},
+    {8192, 6144, 4608, 3456, 2592, 1944, 1458},  /* (3/4)^k, times 8192 */
+    {8192, -6144, 4608, -3456, 2592, -1944, 1458},
+    {0, 0, 0, 0, 0, 0, 1},
+};
+/* the row scales as denominators (225/2 * 64, 8505/2 * 64 and
+ * 467775/8192 * 8192 where the numerators are scaled) */
+static const double G6_DEN[12] = {324,  630,  630,    138600, 138600, 7200,
+                                  7200, 272160, 272160, 467775, 467775, 256};
 
 void qtts_conv_wino_free(qtts_conv_wino *w) {
     if (!w) return;
@@ -160,7 +207,7 @@ bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     memset(w, 0, sizeof(*w));
     if (!qtts_conv_wino_applies(c, frame)) return false;
     const int cout = c->cout, cin = c->cin, d = c->dil;
-    const int M = frame >= 4 * d ? 4 : 2;
+    const int M = frame >= 6 * d ? 6 : frame >= 4 * d ? 4 : 2;
     *w = (qtts_conv_wino){.cout = cout, .cin = cin, .dil = d, .frame = frame, .m = M,
                           .npt = M + TAPS - 1};
     const size_t per = (size_t)cout * cin;
@@ -168,8 +215,9 @@ bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     bool ok = wi != NULL;
     if (ok) {
         for (int r = 0; r < d; r++) w->ngroups += class_groups(class_len(w, r), M);
-        wino_pt_job j = {.c = c, .npt = w->npt, .num = M == 4 ? G4_NUM : G2_NUM,
-                         .den = M == 4 ? G4_DEN : G2_DEN, .wi = wi};
+        wino_pt_job j = {.c = c, .npt = w->npt,
+                         .num = M == 6 ? G6_NUM : M == 4 ? G4_NUM : G2_NUM,
+                         .den = M == 6 ? G6_DEN : M == 4 ? G4_DEN : G2_DEN, .wi = wi};
         qtts_parallel_for((cout + QTTS_CONV_MR - 1) / QTTS_CONV_MR, wino_pt_task, &j);
         for (int i = 0; i < w->npt && ok; i++)
             ok = qtts_conv1d_init(&w->pt[i], wi + per * i, NULL, cout, cin, 1, 1);
@@ -264,6 +312,53 @@ typedef float vf __attribute__((vector_size(VW * sizeof(float)), aligned(4)));
         Y3 = ((s12 + 8.0f * s34) + (0.125f * s56 + (3.375f * s78 + m9))) + b;          \
     } while (0)
 
+/* F(6,7): rows i and i + 1 (i = 1, 3, 5, 7, 9) of Bᵀ are e ± o, e on the
+ * even inputs s2..s10 and o on the odd ones s1..s9 */
+#define IN_TF6(T, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, U, J)                  \
+    do {                                                                                   \
+        const T e1 = (324.0f * s2 - 2097.0f * s4) + ((3640.0f * s6 - 1808.0f * s8) + 256.0f * s10); \
+        const T o1 = (324.0f * s1 - 2097.0f * s3) + ((3640.0f * s5 - 1808.0f * s7) + 256.0f * s9); \
+        const T e3 = (81.0f * s2 - 585.0f * s4) + ((1288.0f * s6 - 1040.0f * s8) + 256.0f * s10); \
+        const T o3 =                                                                       \
+            2.0f * ((81.0f * s1 - 585.0f * s3) + ((1288.0f * s5 - 1040.0f * s7) + 256.0f * s9)); \
+        const T e5 =                                                                       \
+            2.0f * ((324.0f * s2 - 1125.0f * s4) + ((1237.0f * s6 - 500.0f * s8) + 64.0f * s10)); \
+        const T o5 = (324.0f * s1 - 1125.0f * s3) + ((1237.0f * s5 - 500.0f * s7) + 64.0f * s9); \
+        const T e7 = (506.0f * s4 - 72.0f * s2) + ((744.0f * s8 - 1050.0f * s6) - 128.0f * s10); \
+        const T o7 = (759.0f * s3 - 108.0f * s1) + ((1116.0f * s7 - 1575.0f * s5) - 192.0f * s9); \
+        const T e9 = (820.0f * s4 - 144.0f * s2) + ((480.0f * s8 - 1092.0f * s6) - 64.0f * s10); \
+        const T o9 = (615.0f * s3 - 108.0f * s1) + ((360.0f * s7 - 819.0f * s5) - 48.0f * s9); \
+        U(0, J, (324.0f * s0 - 2421.0f * s2) +                                             \
+                    ((5737.0f * s4 - 5448.0f * s6) + (2064.0f * s8 - 256.0f * s10)));      \
+        U(1, J, e1 + o1);                                                                  \
+        U(2, J, e1 - o1);                                                                  \
+        U(3, J, e3 + o3);                                                                  \
+        U(4, J, e3 - o3);                                                                  \
+        U(5, J, e5 + o5);                                                                  \
+        U(6, J, e5 - o5);                                                                  \
+        U(7, J, e7 + o7);                                                                  \
+        U(8, J, e7 - o7);                                                                  \
+        U(9, J, e9 + o9);                                                                  \
+        U(10, J, e9 - o9);                                                                 \
+        U(11, J, (2421.0f * s3 - 324.0f * s1) +                                            \
+                     ((5448.0f * s7 - 5737.0f * s5) + (256.0f * s11 - 2064.0f * s9)));     \
+    } while (0)
+
+/* Aᵀ's coefficients of ±3/4: 9/16, 27/64, 81/256, 243/1024 */
+#define OUT_TF6(T, m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, b, Y0, Y1, Y2, Y3, Y4, Y5) \
+    do {                                                                                   \
+        const T a12 = m1 + m2, s12 = m1 - m2, a34 = m3 + m4, s34 = m3 - m4;                \
+        const T a56 = m5 + m6, s56 = m5 - m6, a78 = m7 + m8, s78 = m7 - m8;                \
+        const T a9 = m9 + m10, s9 = m9 - m10;                                              \
+        Y0 = (((m0 + a12) + (a34 + a56)) + (a78 + a9)) + b;                                \
+        Y1 = ((s12 + 2.0f * s34) + (0.5f * s56 + (1.5f * s78 + 0.75f * s9))) + b;          \
+        Y2 = ((a12 + 4.0f * a34) + (0.25f * a56 + (2.25f * a78 + 0.5625f * a9))) + b;      \
+        Y3 = ((s12 + 8.0f * s34) + (0.125f * s56 + (3.375f * s78 + 0.421875f * s9))) + b;  \
+        Y4 = ((a12 + 16.0f * a34) + (0.0625f * a56 + (5.0625f * a78 + 0.31640625f * a9))) + b; \
+        Y5 = ((s12 + 32.0f * s34) +                                                        \
+              (0.03125f * s56 + (7.59375f * s78 + (0.2373046875f * s9 + m11)))) + b;       \
+    } while (0)
+
 /* On x86-64 the loops below are built for AVX-512, AVX2 and the baseline
  * and picked at load (ifunc): the same operations on wider registers, so
  * the same bits. */
@@ -274,7 +369,7 @@ typedef float vf __attribute__((vector_size(VW * sizeof(float)), aligned(4)));
 #endif
 
 /* u_i[j] for the np groups of one class sequence (phases zp as above) */
-WIDE static void in_seq2(float *const zp[4], float *const u[MAX_NPT], int np) {
+WIDE static void in_seq2(float *const zp[6], float *const u[MAX_NPT], int np) {
     const float *ze = zp[0], *zo = zp[1];
     int j = 0;
 #define UV(i, J, v) (*(vf *)(u[i] + (J)) = (v))
@@ -293,7 +388,7 @@ WIDE static void in_seq2(float *const zp[4], float *const u[MAX_NPT], int np) {
     }
 }
 
-WIDE static void in_seq4(float *const zp[4], float *const u[MAX_NPT], int np) {
+WIDE static void in_seq4(float *const zp[6], float *const u[MAX_NPT], int np) {
     const float *z0 = zp[0], *z1 = zp[1], *z2 = zp[2], *z3 = zp[3];
     int j = 0;
     for (; j + VW <= np; j += VW) {
@@ -310,12 +405,32 @@ WIDE static void in_seq4(float *const zp[4], float *const u[MAX_NPT], int np) {
         const float s8 = z0[j + 2], s9 = z1[j + 2];
         IN_TF4(float, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, US, j);
     }
+}
+
+WIDE static void in_seq6(float *const zp[6], float *const u[MAX_NPT], int np) {
+    const float *z0 = zp[0], *z1 = zp[1], *z2 = zp[2], *z3 = zp[3], *z4 = zp[4], *z5 = zp[5];
+    int j = 0;
+    for (; j + VW <= np; j += VW) {
+        const vf s0 = *(const vf *)(z0 + j), s1 = *(const vf *)(z1 + j);
+        const vf s2 = *(const vf *)(z2 + j), s3 = *(const vf *)(z3 + j);
+        const vf s4 = *(const vf *)(z4 + j), s5 = *(const vf *)(z5 + j);
+        const vf s6 = *(const vf *)(z0 + j + 1), s7 = *(const vf *)(z1 + j + 1);
+        const vf s8 = *(const vf *)(z2 + j + 1), s9 = *(const vf *)(z3 + j + 1);
+        const vf s10 = *(const vf *)(z4 + j + 1), s11 = *(const vf *)(z5 + j + 1);
+        IN_TF6(vf, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, UV, j);
+    }
+    for (; j < np; j++) {
+        const float s0 = z0[j], s1 = z1[j], s2 = z2[j], s3 = z3[j], s4 = z4[j], s5 = z5[j];
+        const float s6 = z0[j + 1], s7 = z1[j + 1], s8 = z2[j + 1], s9 = z3[j + 1];
+        const float s10 = z4[j + 1], s11 = z5[j + 1];
+        IN_TF6(float, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, US, j);
+    }
 #undef UV
 #undef US
 }
 
 /* yp[p][j] (outputs m = M j + p) of np groups from m_i */
-WIDE static void out_seq2(float *const yp[4], const float *const m[MAX_NPT], float b, int np) {
+WIDE static void out_seq2(float *const yp[6], const float *const m[MAX_NPT], float b, int np) {
     float *y0 = yp[0], *y1 = yp[1];
     int j = 0;
     for (; j + VW <= np; j += VW) {
@@ -331,7 +446,7 @@ WIDE static void out_seq2(float *const yp[4], const float *const m[MAX_NPT], flo
                                 m[6][j], m[7][j], b, y0[j], y1[j]);
 }
 
-WIDE static void out_seq4(float *const yp[4], const float *const m[MAX_NPT], float b, int np) {
+WIDE static void out_seq4(float *const yp[6], const float *const m[MAX_NPT], float b, int np) {
     int j = 0;
     for (; j + VW <= np; j += VW) {
         const vf m0 = L(0), m1 = L(1), m2 = L(2), m3 = L(3), m4 = L(4), m5 = L(5), m6 = L(6),
@@ -349,14 +464,42 @@ WIDE static void out_seq4(float *const yp[4], const float *const m[MAX_NPT], flo
                                 yp[2][j], yp[3][j]);
 }
 
+WIDE static void out_seq6(float *const yp[6], const float *const m[MAX_NPT], float b, int np) {
+    int j = 0;
+    for (; j + VW <= np; j += VW) {
+#define L(i) (*(const vf *)(m[i] + j))
+        const vf m0 = L(0), m1 = L(1), m2 = L(2), m3 = L(3), m4 = L(4), m5 = L(5), m6 = L(6),
+                 m7 = L(7), m8 = L(8), m9 = L(9), m10 = L(10), m11 = L(11);
+#undef L
+        vf a0, a1, a2, a3, a4, a5;
+        OUT_TF6(vf, m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, b, a0, a1, a2, a3, a4, a5);
+        *(vf *)(yp[0] + j) = a0;
+        *(vf *)(yp[1] + j) = a1;
+        *(vf *)(yp[2] + j) = a2;
+        *(vf *)(yp[3] + j) = a3;
+        *(vf *)(yp[4] + j) = a4;
+        *(vf *)(yp[5] + j) = a5;
+    }
+    for (; j < np; j++) OUT_TF6(float, m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j],
+                                m[6][j], m[7][j], m[8][j], m[9][j], m[10][j], m[11][j], b,
+                                yp[0][j], yp[1][j], yp[2][j], yp[3][j], yp[4][j], yp[5][j]);
+}
+
+typedef void (*in_seq_fn)(float *const zp[6], float *const u[MAX_NPT], int np);
+typedef void (*out_seq_fn)(float *const yp[6], const float *const m[MAX_NPT], float b, int np);
+
+static in_seq_fn in_seq(int M) { return M == 6 ? in_seq6 : M == 4 ? in_seq4 : in_seq2; }
+static out_seq_fn out_seq(int M) { return M == 6 ? out_seq6 : M == 4 ? out_seq4 : out_seq2; }
+
 /* Input transform of channels [task*per, ...). */
 static void in_task(void *ctx, int task) {
     const wino_job *j = ctx;
     const qtts_conv_wino *w = j->w;
     const int c1 = QTTS_MIN(w->cin, (task + 1) * j->per), d = w->dil, M = w->m;
     const int N = w->npt;
-    float zbuf[4][ZCAP];
-    float *const zp[4] = {zbuf[0], zbuf[1], zbuf[2], zbuf[3]};
+    float zbuf[6][ZCAP];
+    float *const zp[6] = {zbuf[0], zbuf[1], zbuf[2], zbuf[3], zbuf[4], zbuf[5]};
+    const in_seq_fn seq = in_seq(M);
     for (int ci = task * j->per; ci < c1; ci++) {
         const float *xr = j->x + (size_t)ci * j->ldx;
         float *u[MAX_NPT];
@@ -371,14 +514,14 @@ static void in_task(void *ctx, int task) {
                     const int top = np - 1 + (N - 1 - p) / M;   /* the last i any s_k reads */
                     for (int i = 0; i <= top; i++) zp[p][i] = z[(ptrdiff_t)(M * i + p - 6) * d];
                 }
-                (M == 4 ? in_seq4 : in_seq2)(zp, u, np);
+                seq(zp, u, np);
                 for (int i = 0; i < N; i++) u[i] += np;
                 if (len % M) {   /* the group over the last M: s_k = z[len - M - 6 + k] */
-                    float t[4][4];
-                    float *const tp[4] = {t[0], t[1], t[2], t[3]};
+                    float t[6][4];   /* [M][N / M] */
+                    float *const tp[6] = {t[0], t[1], t[2], t[3], t[4], t[5]};
                     for (int k = 0; k < N; k++)
                         t[k % M][k / M] = z[(ptrdiff_t)(len - M - 6 + k) * d];
-                    (M == 4 ? in_seq4 : in_seq2)(tp, u, 1);
+                    seq(tp, u, 1);
                     for (int i = 0; i < N; i++) u[i] += 1;
                 }
             }
@@ -391,8 +534,9 @@ static void out_task(void *ctx, int task) {
     const wino_job *j = ctx;
     const qtts_conv_wino *w = j->w;
     const int c1 = QTTS_MIN(w->cout, (task + 1) * j->per), d = w->dil, M = w->m, N = w->npt;
-    float ybuf[4][ZCAP];
-    float *const yp[4] = {ybuf[0], ybuf[1], ybuf[2], ybuf[3]};
+    float ybuf[6][ZCAP];
+    float *const yp[6] = {ybuf[0], ybuf[1], ybuf[2], ybuf[3], ybuf[4], ybuf[5]};
+    const out_seq_fn seq = out_seq(M);
     for (int co = task * j->per; co < c1; co++) {
         float *yr = j->y + (size_t)co * j->ldy;
         const float b = j->c->bias ? j->c->bias[co] : 0.0f;
@@ -402,7 +546,7 @@ static void out_task(void *ctx, int task) {
             float *yf = yr + (size_t)(j->f0 + f) * w->frame;
             for (int r = 0; r < d; r++) {
                 const int len = class_len(w, r), ng = class_groups(len, M), whole = len / M;
-                (M == 4 ? out_seq4 : out_seq2)(yp, m, b, ng);
+                seq(yp, m, b, ng);
                 float *z = yf + r;
                 for (int g = 0; g < whole; g++)
                     for (int p = 0; p < M; p++) z[(ptrdiff_t)(M * g + p) * d] = yp[p][g];

@@ -331,9 +331,9 @@ void qtts_conv1d_run(const qtts_conv1d *c, float *y, size_t ldy, const float *x,
 /* count convs of one shape (cout, cin, taps; fp32 weights) on inputs of n
  * columns, y[i] = conv c[i] of x[i] (accumulate false), as one split over
  * the pool: the same bits as count qtts_conv1d_run calls, with one wait
- * for the pool instead of count (the Winograd form's 8 or 10 GEMMs). Convs
+ * for the pool instead of count (the Winograd form's 8, 10 or 12 GEMMs). Convs
  * of other shapes or formats, or too small to split, run one by one. */
-#define QTTS_CONV_MANY_MAX 10
+#define QTTS_CONV_MANY_MAX 12
 void qtts_conv1d_run_many(int count, const qtts_conv1d *const *c, float *const *y, size_t ldy,
                           const float *const *x, size_t ldx, int n, qtts_conv_ws *ws);
 
@@ -363,22 +363,25 @@ const char *qtts_conv_isa_name(void);
 bool qtts_conv_bf16_usable(void);
 bool qtts_conv1d_to_bf16(qtts_conv1d *c);
 
-/* Winograd form of a 7-tap conv (conv_wino.c): F(4,7), four outputs from
- * ten products per input channel instead of 28 (0.36x the multiply-adds
- * of the blocked conv), where every residue class of a frame mod the
- * dilation holds four positions (frame >= 4 dil); else F(2,7), two
- * outputs from eight instead of fourteen (0.57x). A little more where a
- * class's length is not a multiple of the group. Outputs group within
+/* Winograd form of a 7-tap conv (conv_wino.c): F(6,7), six outputs from
+ * twelve products per input channel instead of 42 (0.29x the
+ * multiply-adds of the blocked conv), where every residue class of a
+ * frame mod the dilation holds six positions (frame >= 6 dil); else
+ * F(4,7), four outputs from ten instead of 28 (0.36x), where it holds
+ * four; else F(2,7), two outputs from eight instead of fourteen (0.57x).
+ * A little more where a class's length is not a multiple of the group.
+ * Outputs group within
  * frames of `frame` columns, the same way in every frame, so a call must
  * cover whole frames (column 0 a frame's first). The bits depend on
  * neither the instruction set nor the thread count nor how many frames a
  * call covers; they are not qtts_conv1d_run's (the rounding of the
  * transforms: F(2,7) 2-4 times that of the direct sum, F(4,7) 3-4 times
- * F(2,7)'s). Transformed weights: npt/7 of the conv's. */
-#define QTTS_CONV_WINO_MAX_POINTS 10
+ * F(2,7)'s, F(6,7) about twice F(4,7)'s). Transformed weights: npt/7 of
+ * the conv's. */
+#define QTTS_CONV_WINO_MAX_POINTS 12
 typedef struct {
     int cout, cin, dil, frame;
-    int m, npt;                   /* outputs per group (4 or 2), products per group (m + 6) */
+    int m, npt;                   /* outputs per group (6, 4 or 2), products per group (m + 6) */
     qtts_conv1d pt[QTTS_CONV_WINO_MAX_POINTS];   /* point i < npt: [cout, cin] 1-tap conv */
     int ngroups;                  /* groups per frame */
 } qtts_conv_wino;

@@ -27,8 +27,8 @@
  *
  * Convolutions run on qtts_conv1d_run (kernels.h: blocked AVX-512/AVX2
  * GEMM over the thread pool), the residual units' 7-tap convs on its
- * Winograd form (qtts_conv_wino_run: F(4,7), 10 products per 4 columns
- * instead of 28, or F(2,7) where a block's frame is too short for it,
+ * Winograd form (qtts_conv_wino_run: F(6,7), 12 products per 6 columns
+ * instead of 42, or F(2,7) where a block's frame is too short for it,
  * groups fixed within each frame; not with the bf16 codec), SnakeBeta on
  * qtts_snake_run (vectorised sine, precomputed exp(alpha) and
  * 1/(exp(beta)+eps) from load time); both give the same bits at every
@@ -257,16 +257,22 @@ static qtts_status check_config(qtts_codec_decoder *d, const qtts_config *cfg, q
  * in samples at each stage's rate, how many of a stage's last input
  * samples its last outputs and its state need. A causal conv of kernel k
  * and dilation dil: (k - 1) * dil more than its outputs (the history it
- * keeps is the last (k - 1) * dil of them, so it is covered); a residual
- * unit adds its conv1's; a 2-tap transposed conv of stride s: ceil(n / s)
- * + 1 input columns for n outputs (the +1 is the column of history it
- * keeps); the upsampler's 1-tap ones ceil(n / s); 1x1 convs, SnakeBeta,
- * GELU and the per-column layer norm nothing. */
+ * keeps is the last (k - 1) * dil of them, so it is covered), and in
+ * Winograd form of m outputs a group (m - 1) * dil more (an output's
+ * group starts up to m - 1 positions of its class before it, and reads
+ * from 6 before the group's first: the output's bits depend on those
+ * inputs too); a residual unit adds its conv1's; a 2-tap transposed conv
+ * of stride s: ceil(n / s) + 1 input columns for n outputs (the +1 is the
+ * column of history it keeps); the upsampler's 1-tap ones ceil(n / s);
+ * 1x1 convs, SnakeBeta, GELU and the per-column layer norm nothing. */
 static int conv_reach(const qtts_codec_decoder *d) {
     int64_t n = K_CONV - 1;   /* the output conv's history */
     for (int b = d->n_blocks - 1; b >= 0; b--) {
         const qtts_codec_block *B = &d->blocks[b];
-        for (int r = 2; r >= 0; r--) n += (int64_t)(K_CONV - 1) * B->res[r].dil;
+        for (int r = 2; r >= 0; r--) {
+            const qtts_conv_wino *w = &B->res[r].wino1;
+            n += (int64_t)(K_CONV - 1 + (w->frame ? w->m - 1 : 0)) * B->res[r].dil;
+        }
         n = (n + B->stride - 1) / B->stride + 1;
     }
     n += K_CONV - 1;          /* decoder.0 */
@@ -419,10 +425,9 @@ static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
     if (!load_snake(d, &d->out_ea, &d->out_ib, err, ch, p)) return err->status;
     snprintf(p, sizeof(p), "decoder.%d.conv", d->n_blocks + 2);
     if (!load_conv(d, &d->dec_out, err, 1, ch, K_CONV, 1, p)) return err->status;
-    d->reach = conv_reach(d);
     /* The residual units' k7 convs (72% of a frame's multiply-adds) in the
-     * Winograd form: F(4,7), 0.36x the multiply-adds, where the block's
-     * frame holds 4 positions of every residue class (all but block 1's
+     * Winograd form: F(6,7), 0.29x the multiply-adds, where the block's
+     * frame holds 6 positions of every residue class (all but block 1's
      * dilation 9, 32 columns, which takes F(2,7), 0.57x). Columns group
      * within each frame of that block (frame = its columns per codec
      * frame), and a decode runs whole frames, so a stream gets the one-shot
@@ -438,6 +443,7 @@ static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
                 return nomem(err, "winograd weights");
         }
     }
+    d->reach = conv_reach(d);
     return QTTS_OK;
 }
 

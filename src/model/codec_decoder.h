@@ -91,7 +91,8 @@ typedef struct qtts_codec_decoder {
     int n_blocks, rates[QTTS_CODEC_MAX_BLOCKS];
     int upsample;                   /* samples per frame, 1920 */
     int reach;                      /* frames back from the last whose transformer output
-                                       the convolutions' state depends on (10) */
+                                       the convolutions' state depends on (11 with the
+                                       Winograd convs) */
 
     qtts_st_set *st;                /* owns the mapping the qtts_mat views point into */
 

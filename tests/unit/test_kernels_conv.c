@@ -15,8 +15,9 @@
  *     may run at, bit for bit, and the rule that picks kc from the L1;
  *   - SnakeBeta rows against qtts_snake_ref bit for bit (tails, |u| past
  *     the polynomial's range, inf/NaN), and against double sin^2;
- *   - the Winograd F(4,7) and F(2,7) forms of 7-tap convs: every output within a
- *     forward error bound of the exact sum and near the direct conv's
+ *   - the Winograd F(6,7), F(4,7) and F(2,7) forms of 7-tap convs: every
+ *     output within a forward error bound of the exact sum and near the
+ *     direct conv's
  *     error, frame by frame and at 3 threads the same bits as one call,
  *     partial frames refused;
  *   - bf16 convs (where the CPU has bf16 dot products; else only the refusal):
@@ -374,12 +375,13 @@ static void test_conv_many(void) {
     qtts_conv_ws_free(ws);
 }
 
-/* ==== Winograd F(4,7) / F(2,7) (conv_wino.c) ============================ */
+/* ==== Winograd F(6,7) / F(4,7) / F(2,7) (conv_wino.c) =================== */
 
 typedef struct {
     int cout, cin, dil, frame, frames;
     bool bias;
-    int m;                  /* the form it must take: 4 where frame >= 4 dil, else 2 */
+    int m;                  /* the form it must take: 6 where frame >= 6 dil, else 4
+                             * where frame >= 4 dil, else 2 */
 } wino_case;
 
 /* y (stride n) of the Winograd form, or NULL when the run refused. */
@@ -424,32 +426,69 @@ static const double AT4[4][10] = {{1, 1, 1, 1, 1, 1, 1, 1, 1, 0},
                                   {0, 1, 1, 4, 4, .25, .25, 2.25, 2.25, 0},
                                   {0, 1, -1, 8, -8, .125, -.125, 3.375, -3.375, 1}};
 
+static const double BT6[12][12] = {
+    {324, 0, -2421, 0, 5737, 0, -5448, 0, 2064, 0, -256, 0},
+    {0, 324, 324, -2097, -2097, 3640, 3640, -1808, -1808, 256, 256, 0},
+    {0, -324, 324, 2097, -2097, -3640, 3640, 1808, -1808, -256, 256, 0},
+    {0, 162, 81, -1170, -585, 2576, 1288, -2080, -1040, 512, 256, 0},
+    {0, -162, 81, 1170, -585, -2576, 1288, 2080, -1040, -512, 256, 0},
+    {0, 324, 648, -1125, -2250, 1237, 2474, -500, -1000, 64, 128, 0},
+    {0, -324, 648, 1125, -2250, -1237, 2474, 500, -1000, -64, 128, 0},
+    {0, -108, -72, 759, 506, -1575, -1050, 1116, 744, -192, -128, 0},
+    {0, 108, -72, -759, 506, 1575, -1050, -1116, 744, 192, -128, 0},
+    {0, -108, -144, 615, 820, -819, -1092, 360, 480, -48, -64, 0},
+    {0, 108, -144, -615, 820, 819, -1092, -360, 480, 48, -64, 0},
+    {0, -324, 0, 2421, 0, -5737, 0, 5448, 0, -2064, 0, 256}};
+static const double P6[11] = {0, 1, -1, 2, -2, .5, -.5, 1.5, -1.5, .75, -.75};
+static const double GS6[12] = {1. / 324,    1. / 630,    1. / 630,          1. / 138600,
+                               1. / 138600, 2. / 225,    2. / 225,          2. / 8505,
+                               2. / 8505,   8192. / 467775, 8192. / 467775, 1. / 256};
+
 static double wino_g(int M, int i, int k) {
     if (M == 2) return G2[i][k];
-    if (i == 9) return k == 6 ? GS4[9] : 0;
-    return pow(P4[i], k) * GS4[i];
+    if (i == M + 5) return k == 6 ? (M == 4 ? GS4[9] : GS6[11]) : 0;
+    return M == 4 ? pow(P4[i], k) * GS4[i] : pow(P6[i], k) * GS6[i];
+}
+
+/* Bᵀ[i][q] of F(M,7) */
+static double wino_bt(int M, int i, int q) {
+    return M == 6 ? BT6[i][q] : M == 4 ? BT4[i][q] : BT2[i][q];
+}
+
+/* Aᵀ[h][i] of F(M,7): p_i^h, 1 for point 0 in row 0 and for infinity in
+ * the last row */
+static double wino_at(int M, int h, int i) {
+    if (M == 2) return AT2[h][i];
+    if (M == 4) return AT4[h][i];
+    if (i == 11) return h == 5;
+    return i == 0 ? h == 0 : pow(P6[i], h);
 }
 
 /* Winograd against the exact sum, by case; the worst rms error ratio to
- * the direct conv's of each form in worst[M / 4]. */
+ * the direct conv's of each form in worst[M / 2 - 1]. */
 static void test_conv_wino(void) {
     uint64_t seed = 11;
     const wino_case cs[] = {
-        {16, 12, 1, 32, 3, true, 4},    /* d = 1: every column in a group of 4 */
-        {13, 20, 3, 32, 2, true, 4},    /* partial row group; classes of 11, 11, 10 */
-        {24, 9, 9, 160, 2, false, 4},   /* no bias; classes of 18 and 17 */
-        {7, 11, 3, 13, 3, true, 4},     /* frame = 4d + 1: classes of 5, 4, 4 */
-        {9, 6, 2, 14, 2, true, 4},      /* classes of 7 */
-        {10, 8, 5, 31, 2, true, 4},     /* classes of 7 and 6 */
+        {16, 12, 1, 32, 3, true, 6},    /* d = 1: groups of 6, the last over columns 26-31 */
+        {13, 20, 3, 32, 2, true, 6},    /* partial row group; classes of 11, 11, 10 */
+        {24, 9, 9, 160, 2, false, 6},   /* no bias; classes of 18 and 17 */
+        {9, 6, 2, 14, 2, true, 6},      /* classes of 7 */
+        {10, 8, 5, 31, 2, true, 6},     /* classes of 7 and 6 */
+        {7, 10, 3, 18, 3, true, 6},     /* frame = 6d: classes of 6 */
+        {7, 11, 3, 13, 3, true, 4},     /* frame = 4d + 1: F(4,7), classes of 5, 4, 4 */
+        {12, 9, 3, 17, 2, true, 4},     /* frame = 6d - 1: F(4,7), classes of 6, 6, 5 */
+        {9, 14, 4, 20, 2, false, 4},    /* frame = 5d: classes of 5 */
+        {16, 12, 1, 5, 4, true, 4},     /* d = 1, frame 5 */
         {8, 40, 9, 20, 5, true, 2},     /* frame < 3d: F(2,7), classes of 3 and 2 */
         {11, 9, 9, 35, 2, true, 2},     /* frame = 4d - 1: F(2,7), classes of 4 and 3 */
+        {10, 16, 9, 32, 2, true, 2},    /* the codec's first block at d = 9: classes of 4 and 3 */
         {5, 7, 3, 6, 3, true, 2},       /* frame = 2d: classes of 2 */
         {6, 5, 3, 7, 4, true, 2},       /* classes of 3, 2, 2 */
-        {64, 64, 1, 1920, 2, true, 4},  /* a chunk per frame (6 MB scratch each) */
+        {64, 64, 1, 1920, 2, true, 6},  /* a chunk per frame (6 MB scratch each) */
     };
     qtts_conv_ws *ws = qtts_conv_ws_new();
     REQUIRE(ws, "workspace");
-    double worst[2] = {0, 0};
+    double worst[3] = {0, 0, 0};
     for (size_t ci = 0; ci < QTTS_ARRAY_LEN(cs); ci++) {
         const wino_case *k = &cs[ci];
         const int n = k->frame * k->frames;
@@ -507,9 +546,9 @@ static void test_conv_wino(void) {
                     for (int i = 0; i < N; i++) {
                         double bs = 0;
                         for (int q = 0; q < N; q++)
-                            bs += fabs((M == 4 ? BT4[i][q] : BT2[i][q]) *
+                            bs += fabs(wino_bt(M, i, q) *
                                        d.x[c * d.ldx + d.P + t0 + (q - 6) * dl]);
-                        mag += fabs((M == 4 ? AT4[h][i] : AT2[h][i]) * wi[(size_t)c * N + i]) * bs;
+                        mag += fabs(wino_at(M, h, i) * wi[(size_t)c * N + i]) * bs;
                     }
                 const double err = fabs(got - ex);
                 bound_ok &= err <= (k->cin + 16) * 0x1p-24 * (mag + fabs(ex));
@@ -519,7 +558,7 @@ static void test_conv_wino(void) {
         }
         free(wi);
         CHECK(bound_ok, "case %zu: an output outside the forward error bound", ci);
-        if (e2d > 0) worst[M / 4] = fmax(worst[M / 4], sqrt(e2w / e2d));
+        if (e2d > 0) worst[M / 2 - 1] = fmax(worst[M / 2 - 1], sqrt(e2w / e2d));
 
         /* frame by frame (as a stream pushes), and at 3 threads: same bits */
         float *yf = calloc((size_t)k->cout * n, sizeof(float));
@@ -558,16 +597,19 @@ static void test_conv_wino(void) {
      * measured 2.1x with 64 input channels and 2.3-4.4x with 5-40 (few
      * terms, few outputs: a noisy ratio); 6x leaves room for that noise.
      * F(4,7) has larger transform coefficients (up to 273 in Bᵀ, 27/8 in
-     * Aᵀ), so more rounding: these cases measure 13.9x at worst (a model of
+     * Aᵀ), so more rounding: these cases measure 13.3x at worst (a model of
      * the fp32 arithmetic on random data, tools/wino_derive.py, put it near
-     * 4 times F(2,7)'s); 25x leaves room for the same noise. A transform
-     * computed at lower precision (bf16, say) or a wrong coefficient is off
-     * by orders of magnitude, and every output is held to the forward bound
-     * above either way. */
-    printf("  winograd rms error / direct conv's, worst case: F(2,7) %.2f, F(4,7) %.2f\n",
-           worst[0], worst[1]);
+     * 4 times F(2,7)'s); 25x leaves room for the same noise. F(6,7), with
+     * coefficients up to 5737 in Bᵀ and 243/32 in Aᵀ, measures 32.2x (the
+     * model: 35-39x, about twice F(4,7)'s); 60x leaves the same room. A
+     * transform computed at lower precision (bf16, say) or a wrong
+     * coefficient is off by orders of magnitude, and every output is held
+     * to the forward bound above either way. */
+    printf("  winograd rms error / direct conv's, worst case: F(2,7) %.2f, F(4,7) %.2f, "
+           "F(6,7) %.2f\n", worst[0], worst[1], worst[2]);
     CHECK(worst[0] <= 6.0, "F(2,7) error %.2fx the direct conv's", worst[0]);
     CHECK(worst[1] <= 25.0, "F(4,7) error %.2fx the direct conv's", worst[1]);
+    CHECK(worst[2] <= 60.0, "F(6,7) error %.2fx the direct conv's", worst[2]);
 
     /* other convs are refused */
     uint64_t s2 = 12;
