@@ -91,10 +91,13 @@
  * more group over its last M positions, of which only the outputs no group
  * before gave are kept. So an output's bits depend only on its position in
  * its frame: a stream pushing frames one at a time gets what one call over
- * all of them gets. Every class needs M positions (frame >= M d): the
- * groups read no further left than the direct conv does. The largest
- * form the frame allows is taken: F(6,7) where frame >= 6 d, else F(4,7)
- * where frame >= 4 d, else F(2,7).
+ * all of them gets. A class of M - 1 positions gets a group over the
+ * position before the frame's first of the class and its own M - 1, so the
+ * form is chosen by the shortest class (frame / d positions): F(6,7) where
+ * it holds 5 or more, F(4,7) where 3 or 4, else F(2,7). A group then reads
+ * at most d columns further left than the direct conv does (w->left).
+ * (A group of M for M - 1 outputs beats two of the next smaller form:
+ * 12 products against 20, or 10 against 16.)
  *
  * Error (tests/unit/test_kernels_conv, random data, rms against the exact
  * sum): F(2,7) 2-4 times the direct sum's, F(4,7) 3-4 times F(2,7)'s,
@@ -207,9 +210,14 @@ bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     memset(w, 0, sizeof(*w));
     if (!qtts_conv_wino_applies(c, frame)) return false;
     const int cout = c->cout, cin = c->cin, d = c->dil;
-    const int M = frame >= 6 * d ? 6 : frame >= 4 * d ? 4 : 2;
+    /* the shortest class (the last) holds frame / d positions */
+    const int shortest = frame / d, M = shortest >= 5 ? 6 : shortest >= 3 ? 4 : 2;
     *w = (qtts_conv_wino){.cout = cout, .cin = cin, .dil = d, .frame = frame, .m = M,
                           .npt = M + TAPS - 1};
+    for (int r = 0; r < d; r++) {   /* class r's group over its last M starts at len - M */
+        const int len = class_len(w, r);
+        w->left = QTTS_MAX(w->left, (TAPS - 1 + QTTS_MAX(0, M - len)) * d - r);
+    }
     const size_t per = (size_t)cout * cin;
     float *wi = qtts_malloc(sizeof(float) * per * (size_t)w->npt);   /* [npt][cout][cin] */
     bool ok = wi != NULL;
@@ -595,6 +603,25 @@ static int chunk_frames(const qtts_conv_wino *w, int frames, int parts) {
     const size_t fpc =
         QTTS_MAX((size_t)1, CHUNK_BYTES / (size_t)parts / (sizeof(float) * frame_floats(w)));
     return (int)QTTS_MIN((size_t)frames, fpc);
+}
+
+int qtts_conv_wino_reach(const qtts_conv_wino *w, int n) {
+    if (n <= 0) return 0;
+    /* Column t of a run ending at a frame's end, T - t = back (1..n), sits
+     * at position pos of its frame (class r, place m in the class); its
+     * group starts s places of the class earlier (s = m or the class's
+     * last-M group start len - M) and reads from 6 places before that.
+     * Shifting t by a frame shifts what it reads by a frame, so the
+     * leftmost read lies within the first frame of the n columns. */
+    const int d = w->dil, M = w->m, F = w->frame;
+    int64_t most = 0;
+    for (int back = n; back > 0 && back > n - F; back--) {
+        const int pos = (int)((F - back % F) % F), r = pos % d, m = pos / d;
+        const int len = class_len(w, r), s = m >= len / M * M ? len - M : m - m % M;
+        /* the frame's start is back + pos columns before the end */
+        most = QTTS_MAX(most, (int64_t)back + pos - ((int64_t)(s - (TAPS - 1)) * d + r));
+    }
+    return (int)most;
 }
 
 double qtts_conv_wino_macs(const qtts_conv_wino *w) {

@@ -366,10 +366,14 @@ bool qtts_conv1d_to_bf16(qtts_conv1d *c);
 /* Winograd form of a 7-tap conv (conv_wino.c): F(6,7), six outputs from
  * twelve products per input channel instead of 42 (0.29x the
  * multiply-adds of the blocked conv), where every residue class of a
- * frame mod the dilation holds six positions (frame >= 6 dil); else
- * F(4,7), four outputs from ten instead of 28 (0.36x), where it holds
- * four; else F(2,7), two outputs from eight instead of fourteen (0.57x).
- * A little more where a class's length is not a multiple of the group.
+ * frame mod the dilation holds five positions or more (frame >= 5 dil);
+ * else F(4,7), four outputs from ten instead of 28 (0.36x), where it
+ * holds three or more; else F(2,7), two outputs from eight instead of
+ * fourteen (0.57x). A little more where a class's length is not a
+ * multiple of the group. A class one position short of a group reads one
+ * more of its positions before the frame: the input needs `left` readable
+ * columns before column 0 of each row (6 dil, or up to 7 dil), not the
+ * direct conv's 6 dil.
  * Outputs group within
  * frames of `frame` columns, the same way in every frame, so a call must
  * cover whole frames (column 0 a frame's first). The bits depend on
@@ -382,6 +386,7 @@ bool qtts_conv1d_to_bf16(qtts_conv1d *c);
 typedef struct {
     int cout, cin, dil, frame;
     int m, npt;                   /* outputs per group (6, 4 or 2), products per group (m + 6) */
+    int left;                     /* input columns read before column 0 of a row */
     qtts_conv1d pt[QTTS_CONV_WINO_MAX_POINTS];   /* point i < npt: [cout, cin] 1-tap conv */
     int ngroups;                  /* groups per frame */
 } qtts_conv_wino;
@@ -393,9 +398,11 @@ bool qtts_conv_wino_applies(const qtts_conv1d *c, int frame);
  * false (w empty) for other convs or on allocation failure. */
 bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame);
 void qtts_conv_wino_free(qtts_conv_wino *w);   /* NULL-safe, idempotent */
-/* qtts_conv1d_run(c, ..., accumulate = false) by the Winograd form; false,
- * with nothing written, when n is not a whole number of frames, ws is NULL
- * or its scratch cannot grow (the caller then runs qtts_conv1d_run). */
+/* qtts_conv1d_run(c, ..., accumulate = false) by the Winograd form, x
+ * with w->left readable columns before each row (zero at a stream's
+ * start, as the direct conv's 6 dil); false, with nothing written, when n
+ * is not a whole number of frames, ws is NULL or its scratch cannot grow
+ * (the caller then runs qtts_conv1d_run). */
 bool qtts_conv_wino_run(const qtts_conv_wino *w, const qtts_conv1d *c, float *y, size_t ldy,
                         const float *x, size_t ldx, int n, qtts_conv_ws *ws);
 /* Floats of workspace scratch a run over up to `frames` frames takes;
@@ -404,6 +411,10 @@ bool qtts_conv_wino_run(const qtts_conv_wino *w, const qtts_conv1d *c, float *y,
  * first tries each thread's own workspace in ws, allocated on its first
  * use, and takes this scratch where that cannot be had: the same bits.) */
 size_t qtts_conv_wino_scratch(const qtts_conv_wino *w, int frames);
+/* Input columns before the end of a run of whole frames that its last n
+ * output columns read (the direct conv's: n + 6 dil; the groups' reach
+ * makes it up to (m - 1) dil more). */
+int qtts_conv_wino_reach(const qtts_conv_wino *w, int n);
 /* Multiply-adds of a run per frame (npt per group and channel pair). */
 double qtts_conv_wino_macs(const qtts_conv_wino *w);
 bool qtts_conv_wino_reserve(qtts_conv_ws *ws, size_t floats);

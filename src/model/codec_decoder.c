@@ -257,11 +257,11 @@ static qtts_status check_config(qtts_codec_decoder *d, const qtts_config *cfg, q
  * in samples at each stage's rate, how many of a stage's last input
  * samples its last outputs and its state need. A causal conv of kernel k
  * and dilation dil: (k - 1) * dil more than its outputs (the history it
- * keeps is the last (k - 1) * dil of them, so it is covered), and in
- * Winograd form of m outputs a group (m - 1) * dil more (an output's
- * group starts up to m - 1 positions of its class before it, and reads
- * from 6 before the group's first: the output's bits depend on those
- * inputs too); a residual unit adds its conv1's; a 2-tap transposed conv
+ * keeps is the last (k - 1) * dil of them, so it is covered), in
+ * Winograd form what qtts_conv_wino_reach counts (an output's group starts
+ * up to m - 1 places of its class before it and reads from 6 places before
+ * that: the output's bits depend on those inputs too); a residual unit
+ * adds its conv1's; a 2-tap transposed conv
  * of stride s: ceil(n / s) + 1 input columns for n outputs (the +1 is the
  * column of history it keeps); the upsampler's 1-tap ones ceil(n / s);
  * 1x1 convs, SnakeBeta, GELU and the per-column layer norm nothing. */
@@ -271,7 +271,7 @@ static int conv_reach(const qtts_codec_decoder *d) {
         const qtts_codec_block *B = &d->blocks[b];
         for (int r = 2; r >= 0; r--) {
             const qtts_conv_wino *w = &B->res[r].wino1;
-            n += (int64_t)(K_CONV - 1 + (w->frame ? w->m - 1 : 0)) * B->res[r].dil;
+            n = w->frame ? qtts_conv_wino_reach(w, (int)n) : n + (int64_t)(K_CONV - 1) * B->res[r].dil;
         }
         n = (n + B->stride - 1) / B->stride + 1;
     }
@@ -441,6 +441,7 @@ static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
             if (qtts_conv_wino_applies(&R->conv1, frame) &&
                 !qtts_conv_wino_init(&R->wino1, &R->conv1, frame))
                 return nomem(err, "winograd weights");
+            R->pad = QTTS_MAX((K_CONV - 1) * R->dil, R->wino1.left);
         }
     }
     d->reach = conv_reach(d);
@@ -584,7 +585,7 @@ static size_t state_layout(const qtts_codec_decoder *d, causal_state *st, float 
     for (int b = 0; b < d->n_blocks; b++) {
         const qtts_codec_block *B = &d->blocks[b];
         TAKE(st->bt[b], B->cin);
-        for (int r = 0; r < 3; r++) TAKE(st->res[b][r], (size_t)B->cout * (K_CONV - 1) * B->res[r].dil);
+        for (int r = 0; r < 3; r++) TAKE(st->res[b][r], (size_t)B->cout * B->res[r].pad);
     }
     TAKE(st->out, (size_t)d->dec_out.cin * (K_CONV - 1));
 #undef TAKE
@@ -609,8 +610,6 @@ typedef struct {
     qtts_conv_ws *ws;         /* conv packing buffers */
 } scratch;
 
-#define PAD_MAX (6 * 9)       /* causal padding of the widest conv (k7, dilation 9) */
-
 static bool cap_max(size_t *cap, uint64_t rows, uint64_t cols) {
     uint64_t v;
     if (!qtts_mul_ok(rows, cols, &v) || v > SIZE_MAX / sizeof(float)) return false;
@@ -633,7 +632,9 @@ static bool scratch_sizes(const qtts_codec_decoder *d, int T, size_t *big, size_
         ok = cap_max(&cap, ch, n + 1);
         n *= d->rates[b];
         ch /= 2;
-        ok = ok && cap_max(&cap, ch, n + PAD_MAX);
+        int pad = 0;   /* the residual units' widest history */
+        for (int r = 0; r < 3; r++) pad = QTTS_MAX(pad, d->blocks[b].res[r].pad);
+        ok = ok && cap_max(&cap, ch, n + (uint64_t)pad);
     }
     ok = ok && cap_max(&cap, ch, n + K_CONV - 1);
     *big = cap;
@@ -943,7 +944,7 @@ static qtts_status run(const qtts_codec_decoder *d, scratch *s, causal_state *st
         ch = co;
         for (int r = 0; r < 3; r++) {
             const qtts_codec_resunit *Ru = &Bk->res[r];
-            const int P = (K_CONV - 1) * Ru->dil;
+            const int P = Ru->pad;
             pad_snake(B, P, A, n, Ru->ea1, Ru->ib1, ch, n, st->res[b][r]);
             if (!Ru->wino1.frame ||
                 !qtts_conv_wino_run(&Ru->wino1, &Ru->conv1, C, n, B + P, (size_t)n + P, n, s->ws)) {

@@ -71,6 +71,10 @@ typedef struct {
     /* conv1 in Winograd form (kernels.h), grouping within each frame's
      * columns; empty (frame 0) for the bf16 codec */
     qtts_conv_wino wino1;
+    /* columns of history before conv1's input: 6 dil, or the Winograd
+     * form's left where larger (kept after a bf16 conversion frees it, so
+     * that the state's layout never changes) */
+    int pad;
 } qtts_codec_resunit;
 
 typedef struct {

@@ -146,7 +146,9 @@ typedef struct {
 
 static bool conv_data_new(conv_data *d, const conv_case *k, uint64_t *seed) {
     memset(d, 0, sizeof(*d));
-    d->P = (k->taps - 1) * k->dil;
+    /* one more dil than the direct conv's history: the Winograd form may
+     * read it (qtts_conv_wino.left) */
+    d->P = k->taps * k->dil;
     d->ldx = (size_t)k->n + d->P + 3;
     const size_t nw = (size_t)k->cout * k->cin * k->taps;
     d->w = malloc(sizeof(float) * nw);
@@ -380,8 +382,9 @@ static void test_conv_many(void) {
 typedef struct {
     int cout, cin, dil, frame, frames;
     bool bias;
-    int m;                  /* the form it must take: 6 where frame >= 6 dil, else 4
-                             * where frame >= 4 dil, else 2 */
+    int m;                  /* the form it must take: 6 where every residue class
+                             * holds 5 positions or more, else 4 where 3 or
+                             * more, else 2 */
 } wino_case;
 
 /* y (stride n) of the Winograd form, or NULL when the run refused. */
@@ -475,13 +478,14 @@ static void test_conv_wino(void) {
         {9, 6, 2, 14, 2, true, 6},      /* classes of 7 */
         {10, 8, 5, 31, 2, true, 6},     /* classes of 7 and 6 */
         {7, 10, 3, 18, 3, true, 6},     /* frame = 6d: classes of 6 */
-        {7, 11, 3, 13, 3, true, 4},     /* frame = 4d + 1: F(4,7), classes of 5, 4, 4 */
-        {12, 9, 3, 17, 2, true, 4},     /* frame = 6d - 1: F(4,7), classes of 6, 6, 5 */
-        {9, 14, 4, 20, 2, false, 4},    /* frame = 5d: classes of 5 */
-        {16, 12, 1, 5, 4, true, 4},     /* d = 1, frame 5 */
-        {8, 40, 9, 20, 5, true, 2},     /* frame < 3d: F(2,7), classes of 3 and 2 */
-        {11, 9, 9, 35, 2, true, 2},     /* frame = 4d - 1: F(2,7), classes of 4 and 3 */
-        {10, 16, 9, 32, 2, true, 2},    /* the codec's first block at d = 9: classes of 4 and 3 */
+        {12, 9, 3, 17, 2, true, 6},     /* classes of 6, 6, 5: the 5 reads one more */
+        {9, 14, 4, 20, 2, false, 6},    /* frame = 5d: every class reads one more */
+        {16, 12, 1, 5, 4, true, 6},     /* d = 1, frame 5 */
+        {7, 11, 3, 13, 3, true, 4},     /* F(4,7), classes of 5, 4, 4 */
+        {8, 10, 1, 4, 5, true, 4},      /* d = 1, frame 4 */
+        {11, 9, 9, 35, 2, true, 4},     /* classes of 4 and 3: the 3 reads one more */
+        {10, 16, 9, 32, 2, true, 4},    /* the codec's first block at d = 9: the same */
+        {8, 40, 9, 20, 5, true, 2},     /* F(2,7), classes of 3 and 2 */
         {5, 7, 3, 6, 3, true, 2},       /* frame = 2d: classes of 2 */
         {6, 5, 3, 7, 4, true, 2},       /* classes of 3, 2, 2 */
         {64, 64, 1, 1920, 2, true, 6},  /* a chunk per frame (6 MB scratch each) */
@@ -505,6 +509,15 @@ static void test_conv_wino(void) {
             want_groups += ((k->frame - r + k->dil - 1) / k->dil + M - 1) / M;
         CHECK(w.ngroups == want_groups, "case %zu: %d groups, want %d", ci, w.ngroups,
               want_groups);
+        /* the leftmost input a group reads: class r's first group starts
+         * at its position min(0, len - M), and reads from 6 before it */
+        int want_left = 0;
+        for (int r = 0; r < k->dil; r++) {
+            const int len = (k->frame - r + k->dil - 1) / k->dil;
+            want_left = QTTS_MAX(want_left, (6 - QTTS_MIN(0, len - M)) * k->dil - r);
+        }
+        CHECK(w.left == want_left && w.left <= d.P, "case %zu: left %d, want %d", ci, w.left,
+              want_left);
         qtts_threads_init(1);
         float *y = run_wino(&w, &d, n, ws);
         REQUIRE(y, "case %zu: run", ci);
@@ -597,7 +610,7 @@ static void test_conv_wino(void) {
      * measured 2.1x with 64 input channels and 2.3-4.4x with 5-40 (few
      * terms, few outputs: a noisy ratio); 6x leaves room for that noise.
      * F(4,7) has larger transform coefficients (up to 273 in Bᵀ, 27/8 in
-     * Aᵀ), so more rounding: these cases measure 13.3x at worst (a model of
+     * Aᵀ), so more rounding: these cases measure 12.8x at worst (a model of
      * the fp32 arithmetic on random data, tools/wino_derive.py, put it near
      * 4 times F(2,7)'s); 25x leaves room for the same noise. F(6,7), with
      * coefficients up to 5737 in Bᵀ and 243/32 in Aᵀ, measures 32.2x (the
