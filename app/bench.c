@@ -468,7 +468,9 @@ static double codec_macs(const qtts_codec_decoder *d) {
     t += conv_macs(&d->dec0) * r;
     for (int b = 0; b < d->n_blocks; b++) {
         const qtts_codec_block *B = &d->blocks[b];
-        t += conv_macs(&B->tconv) * r;
+        /* the transposed conv as it runs: F(4,2) does 5 products per 4
+         * input columns where the block has that form */
+        t += B->tconv_w.frame ? qtts_conv_wino_macs(&B->tconv_w) : conv_macs(&B->tconv) * r;
         r *= B->stride;
         for (int k = 0; k < 3; k++) {
             /* the k7 conv as it runs: the Winograd form does 12 products per

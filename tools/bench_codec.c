@@ -157,6 +157,13 @@ static double conv1_macs(const qtts_codec_resunit *R, double n, int T) {
     return qtts_conv_wino_macs(w) * T;
 }
 
+/* A block's transposed conv over T frames (n input columns): as run
+ * (Winograd F(4,2): 5 products per 4 columns), or direct. */
+static double tconv_macs(const qtts_codec_block *B, double n, int T) {
+    if (!B->tconv_w.frame) return conv_macs(&B->tconv, n);
+    return qtts_conv_wino_macs(&B->tconv_w) * T;
+}
+
 /* Multiply-adds of the convolutions of a T-frame window, as they run. */
 static double decoder_macs(const qtts_codec_decoder *d, int T) {
     double n = T, m = conv_macs(&d->pre_conv, n);
@@ -168,7 +175,7 @@ static double decoder_macs(const qtts_codec_decoder *d, int T) {
     m += conv_macs(&d->dec0, n);
     for (int b = 0; b < d->n_blocks; b++) {
         const qtts_codec_block *B = &d->blocks[b];
-        m += conv_macs(&B->tconv, n);
+        m += tconv_macs(B, n, T);
         n *= B->stride;
         for (int r = 0; r < 3; r++)
             m += conv1_macs(&B->res[r], n, T) + conv_macs(&B->res[r].conv2, n);
@@ -251,7 +258,8 @@ static qtts_conv_ws *ws;
  * form when w is given (GFLOP/s then of the products it does). */
 static void bench_conv_w(const char *label, const qtts_conv1d *c, const qtts_conv_wino *w, int n,
                          int frames, int runs, bool accumulate) {
-    const int P = (c->taps - 1) * c->dil;
+    /* the history the conv reads (the Winograd form's left, where given) */
+    const int P = QTTS_MAX((c->taps - 1) * c->dil, w ? w->left : 0);
     const size_t ldx = (size_t)n + P;
     float *x = qtts_aligned_alloc(sizeof(float) * (size_t)c->cin * ldx);
     float *y = qtts_aligned_alloc(sizeof(float) * (size_t)c->cout * n);
@@ -296,6 +304,10 @@ static void bench_convs(const qtts_codec_decoder *d, int T, int runs) {
         const qtts_codec_block *B = &d->blocks[b];
         snprintf(label, sizeof(label), "decoder.%d tconv (polyphase)", b + 1);
         bench_conv(label, &B->tconv, n, T, runs, false);
+        if (B->tconv_w.frame) {   /* as the decoder runs it */
+            snprintf(label, sizeof(label), "decoder.%d tconv winograd", b + 1);
+            bench_conv_w(label, &B->tconv, &B->tconv_w, n, T, runs, false);
+        }
         n *= B->stride;
         snprintf(label, sizeof(label), "decoder.%d res conv1 (x3, dil 1)", b + 1);
         bench_conv(label, &B->res[0].conv1, n, T, runs, false);
@@ -462,7 +474,7 @@ int main(int argc, char **argv) {
     printf("codec decoder %s: latent %d, decoder_dim %d, %d samples/frame; conv kernels %s%s\n",
            model, d->latent, d->dec_dim, d->upsample, qtts_conv_isa_name(),
            bf16 ? " (convs bf16)" : "");
-    printf("conv work, as run (Winograd F(6,7)/F(2,7) for the residual units' k7 convs%s): %.2f GFLOP "
+    printf("conv work, as run (Winograd for the residual units' k7 convs and the later tconvs%s): %.2f GFLOP "
            "per frame (%.1f GFLOP per s of audio)\n", d->blocks[0].res[0].wino1.frame ? "" : ": off",
            2 * decoder_macs(d, frames) / frames / 1e9, 2 * decoder_macs(d, frames) / frames * 12.5 / 1e9);
     for (int ti = 0; ti < n_threads; ti++) {

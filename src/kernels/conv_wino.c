@@ -1,18 +1,19 @@
 /*
- * conv_wino.c - a 7-tap causal conv in Winograd form, F(4,7) or F(2,7),
+ * conv_wino.c - a 7-tap causal conv in Winograd form, F(6,7), F(4,7) or
+ * F(2,7), and a 2-tap one (a transposed conv's polyphase form) as F(4,2),
  * over the blocked convolution (kernels.h, "Winograd form").
  *
- * M consecutive outputs of one residue class of a dilated 7-tap conv,
- * y[t], y[t + d], ..., y[t + (M-1) d], read the N = M + 6 inputs
- * s_k = x[t + (k - 6) d], k = 0..N-1. Winograd's minimal filtering
+ * M consecutive outputs of one residue class of a dilated R-tap conv,
+ * y[t], y[t + d], ..., y[t + (M-1) d], read the N = M + R - 1 inputs
+ * s_k = x[t + (k - R + 1) d], k = 0..N-1. Winograd's minimal filtering
  * algorithm (Toom-Cook on N - 1 points and infinity) gets all M from N
- * products per input channel instead of 7 M:
+ * products per input channel instead of R M:
  *
  *     u = Bᵀ s  (per input channel)     N values per group
  *     m_i = W_i u_i  (i = 0..N-1)       N [cout, cin] GEMMs over the groups
  *     y = Aᵀ m + bias                   M outputs per group
  *
- * with W_i = G_i · w (the 7 taps of each (output, input) channel pair
+ * with W_i = G_i · w (the R taps of each (output, input) channel pair
  * folded into N values, in double at load, rounded once to fp32). The rows
  * of Bᵀ are scaled to coprime integers and the scale moved into G
  * (tools/wino_derive.py derives all three and checks y = Aᵀ[(G g) ⊙ (Bᵀ s)]
@@ -76,8 +77,18 @@
  *   Aᵀ = [ 1  1  1  1  1  1    1    0 ]
  *        [ 0  1 -1  2 -2  1/2 -1/2  1 ]
  *
- * Every entry of the three Aᵀ is ± a power of two times a power of 3 up
- * to 243: exact in fp32. The GEMMs are the blocked kernels of this CPU on 1-tap convs, all N
+ * F(4,2), for 2-tap convs (dilation 1), points 0, ±1, 2 and infinity: 5
+ * products per 4 outputs, 0.625x:
+ *
+ *   Bᵀ = [ 2 -1 -2  1  0 ]   G = [ 1/2    0  ]   Aᵀ = [ 1  1  1  1  0 ]
+ *        [ 0  2  1 -1  0 ]       [ 1/2  1/2  ]        [ 0  1 -1  2  0 ]
+ *        [ 0 -2  3 -1  0 ]       [ 1/6 -1/6  ]        [ 0  1  1  4  0 ]
+ *        [ 0 -1  0  1  0 ]       [ 1/6  1/3  ]        [ 0  1 -1  8  1 ]
+ *        [ 0  2 -1 -2  1 ]       [  0    1   ]
+ *
+ * (In the model of tools/wino_derive.py its rms error is 2.5 times the
+ * direct sum's.) Every entry of the four Aᵀ is ± a power of two times a
+ * power of 3 up to 243: exact in fp32. The GEMMs are the blocked kernels of this CPU on 1-tap convs, all N
  * in one split over the pool (qtts_conv1d_run_many: a chunk's GEMMs are
  * small, and one wait for the pool per GEMM cost more than the threads'
  * imbalance inside one), and every transform below is plain C in a fixed
@@ -112,7 +123,7 @@
 #include "../base/thread.h"
 #include "conv_impl.h"
 
-#define TAPS 7
+#define TAPS 7          /* the most taps of a form */
 #define MAX_FRAME 4096   /* longest frame (stack scratch per class sequence) */
 #define MAX_NPT QTTS_CONV_WINO_MAX_POINTS
 
@@ -164,6 +175,10 @@ static const double G6_NUM[12][TAPS] = {
 static const double G6_DEN[12] = {324,  630,  630,    138600, 138600, 7200,
                                   7200, 272160, 272160, 467775, 467775, 256};
 
+/* F(4,2) */
+static const double G42_NUM[5][TAPS] = {{1, 0}, {1, 1}, {1, -1}, {1, 2}, {0, 1}};
+static const double G42_DEN[5] = {2, 2, 6, 6, 1};
+
 void qtts_conv_wino_free(qtts_conv_wino *w) {
     if (!w) return;
     for (int i = 0; i < MAX_NPT; i++) qtts_conv1d_free(&w->pt[i]);
@@ -171,8 +186,9 @@ void qtts_conv_wino_free(qtts_conv_wino *w) {
 }
 
 bool qtts_conv_wino_applies(const qtts_conv1d *c, int frame) {
-    return c->w && c->taps == TAPS && c->dil >= 1 && c->dil <= MAX_FRAME / 2 &&
-           frame >= 2 * c->dil && frame <= MAX_FRAME;
+    if (!c->w || frame > MAX_FRAME || c->dil < 1) return false;
+    if (c->taps == 2) return c->dil == 1 && frame >= 3;
+    return c->taps == 7 && c->dil <= MAX_FRAME / 2 && frame >= 2 * c->dil;
 }
 
 /* W_i[co][ci] = sum_k G[i][k] w[co][ci][k] in double, rounded once, for
@@ -188,7 +204,7 @@ typedef struct {
 
 static void wino_pt_task(void *ctx, int task) {
     const wino_pt_job *j = ctx;
-    const int cout = j->c->cout, cin = j->c->cin, K = TAPS * cin;
+    const int cout = j->c->cout, cin = j->c->cin, R = j->c->taps, K = R * cin;
     const size_t per = (size_t)cout * cin;
     const int co1 = QTTS_MIN(cout, (task + 1) * QTTS_CONV_MR);
     for (int co = task * QTTS_CONV_MR; co < co1; co++) {
@@ -196,10 +212,10 @@ static void wino_pt_task(void *ctx, int task) {
                           co % QTTS_CONV_MR;
         for (int ci = 0; ci < cin; ci++) {
             double g[TAPS];
-            for (int k = 0; k < TAPS; k++) g[k] = wg[((size_t)k * cin + ci) * QTTS_CONV_MR];
+            for (int k = 0; k < R; k++) g[k] = wg[((size_t)k * cin + ci) * QTTS_CONV_MR];
             for (int i = 0; i < j->npt; i++) {
                 double s = 0;
-                for (int k = 0; k < TAPS; k++) s += j->num[i][k] * g[k];
+                for (int k = 0; k < R; k++) s += j->num[i][k] * g[k];
                 j->wi[per * i + (size_t)co * cin + ci] = (float)(s / j->den[i]);
             }
         }
@@ -209,14 +225,16 @@ static void wino_pt_task(void *ctx, int task) {
 bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     memset(w, 0, sizeof(*w));
     if (!qtts_conv_wino_applies(c, frame)) return false;
-    const int cout = c->cout, cin = c->cin, d = c->dil;
-    /* the shortest class (the last) holds frame / d positions */
-    const int shortest = frame / d, M = shortest >= 5 ? 6 : shortest >= 3 ? 4 : 2;
-    *w = (qtts_conv_wino){.cout = cout, .cin = cin, .dil = d, .frame = frame, .m = M,
-                          .npt = M + TAPS - 1};
+    const int cout = c->cout, cin = c->cin, d = c->dil, R = c->taps;
+    /* the shortest class (the last) holds frame / d positions; 2 taps:
+     * F(4,2) only */
+    const int shortest = frame / d;
+    const int M = R == 2 || (shortest >= 3 && shortest < 5) ? 4 : shortest >= 5 ? 6 : 2;
+    *w = (qtts_conv_wino){.cout = cout, .cin = cin, .taps = R, .dil = d, .frame = frame,
+                          .m = M, .npt = M + R - 1};
     for (int r = 0; r < d; r++) {   /* class r's group over its last M starts at len - M */
         const int len = class_len(w, r);
-        w->left = QTTS_MAX(w->left, (TAPS - 1 + QTTS_MAX(0, M - len)) * d - r);
+        w->left = QTTS_MAX(w->left, (R - 1 + QTTS_MAX(0, M - len)) * d - r);
     }
     const size_t per = (size_t)cout * cin;
     float *wi = qtts_malloc(sizeof(float) * per * (size_t)w->npt);   /* [npt][cout][cin] */
@@ -224,8 +242,9 @@ bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     if (ok) {
         for (int r = 0; r < d; r++) w->ngroups += class_groups(class_len(w, r), M);
         wino_pt_job j = {.c = c, .npt = w->npt,
-                         .num = M == 6 ? G6_NUM : M == 4 ? G4_NUM : G2_NUM,
-                         .den = M == 6 ? G6_DEN : M == 4 ? G4_DEN : G2_DEN, .wi = wi};
+                         .num = R == 2 ? G42_NUM : M == 6 ? G6_NUM : M == 4 ? G4_NUM : G2_NUM,
+                         .den = R == 2 ? G42_DEN : M == 6 ? G6_DEN : M == 4 ? G4_DEN : G2_DEN,
+                         .wi = wi};
         qtts_parallel_for((cout + QTTS_CONV_MR - 1) / QTTS_CONV_MR, wino_pt_task, &j);
         for (int i = 0; i < w->npt && ok; i++)
             ok = qtts_conv1d_init(&w->pt[i], wi + per * i, NULL, cout, cin, 1, 1);
@@ -252,8 +271,9 @@ typedef struct {
 
 /* The transforms run on each residue class of a frame as a sequence z[m] =
  * x[base + m d] (base = frame start + r): group j is outputs m = M j ..
- * M j + M - 1 and reads s_k = z[M j + k - 6]. Copied apart into M phases
- * zp[p][i] = z[M i + p - 6], s_k = zp[k % M][j + k / M], so the arithmetic
+ * M j + M - 1 and reads s_k = z[M j + k - H], H = taps - 1. Copied apart
+ * into M phases zp[p][i] = z[M i + p - H], s_k = zp[k % M][j + k / M], so
+ * the arithmetic
  * runs on contiguous vectors of groups (GCC vector extensions: AVX, SSE or
  * NEON as the build allows, elementwise IEEE operations with no
  * contraction, so the same bits as one group at a time). */
@@ -352,6 +372,26 @@ typedef float vf __attribute__((vector_size(VW * sizeof(float)), aligned(4)));
                      ((5448.0f * s7 - 5737.0f * s5) + (256.0f * s11 - 2064.0f * s9)));     \
     } while (0)
 
+/* F(4,2) */
+#define IN_TF42(T, s0, s1, s2, s3, s4, U, J)                                           \
+    do {                                                                               \
+        const T a = s3 - s1;                                                           \
+        U(0, J, 2.0f * (s0 - s2) + a);                                                 \
+        U(1, J, 2.0f * s1 + (s2 - s3));                                                \
+        U(2, J, 3.0f * s2 - (2.0f * s1 + s3));                                         \
+        U(3, J, a);                                                                    \
+        U(4, J, 2.0f * (s1 - s3) + (s4 - s2));                                         \
+    } while (0)
+
+#define OUT_TF42(T, m0, m1, m2, m3, m4, b, Y0, Y1, Y2, Y3)                             \
+    do {                                                                               \
+        const T a12 = m1 + m2, s12 = m1 - m2;                                          \
+        Y0 = ((m0 + a12) + m3) + b;                                                    \
+        Y1 = (s12 + 2.0f * m3) + b;                                                    \
+        Y2 = (a12 + 4.0f * m3) + b;                                                    \
+        Y3 = (s12 + (8.0f * m3 + m4)) + b;                                             \
+    } while (0)
+
 /* Aᵀ's coefficients of ±3/4: 9/16, 27/64, 81/256, 243/1024 */
 #define OUT_TF6(T, m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, b, Y0, Y1, Y2, Y3, Y4, Y5) \
     do {                                                                                   \
@@ -433,6 +473,21 @@ WIDE static void in_seq6(float *const zp[6], float *const u[MAX_NPT], int np) {
         const float s10 = z4[j + 1], s11 = z5[j + 1];
         IN_TF6(float, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, US, j);
     }
+}
+
+WIDE static void in_seq42(float *const zp[6], float *const u[MAX_NPT], int np) {
+    const float *z0 = zp[0], *z1 = zp[1], *z2 = zp[2], *z3 = zp[3];
+    int j = 0;
+    for (; j + VW <= np; j += VW) {
+        const vf s0 = *(const vf *)(z0 + j), s1 = *(const vf *)(z1 + j);
+        const vf s2 = *(const vf *)(z2 + j), s3 = *(const vf *)(z3 + j);
+        const vf s4 = *(const vf *)(z0 + j + 1);
+        IN_TF42(vf, s0, s1, s2, s3, s4, UV, j);
+    }
+    for (; j < np; j++) {
+        const float s0 = z0[j], s1 = z1[j], s2 = z2[j], s3 = z3[j], s4 = z0[j + 1];
+        IN_TF42(float, s0, s1, s2, s3, s4, US, j);
+    }
 #undef UV
 #undef US
 }
@@ -493,21 +548,44 @@ WIDE static void out_seq6(float *const yp[6], const float *const m[MAX_NPT], flo
                                 yp[0][j], yp[1][j], yp[2][j], yp[3][j], yp[4][j], yp[5][j]);
 }
 
+WIDE static void out_seq42(float *const yp[6], const float *const m[MAX_NPT], float b, int np) {
+    int j = 0;
+    for (; j + VW <= np; j += VW) {
+#define L(i) (*(const vf *)(m[i] + j))
+        const vf m0 = L(0), m1 = L(1), m2 = L(2), m3 = L(3), m4 = L(4);
+#undef L
+        vf a0, a1, a2, a3;
+        OUT_TF42(vf, m0, m1, m2, m3, m4, b, a0, a1, a2, a3);
+        *(vf *)(yp[0] + j) = a0;
+        *(vf *)(yp[1] + j) = a1;
+        *(vf *)(yp[2] + j) = a2;
+        *(vf *)(yp[3] + j) = a3;
+    }
+    for (; j < np; j++) OUT_TF42(float, m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], b, yp[0][j],
+                                 yp[1][j], yp[2][j], yp[3][j]);
+}
+
 typedef void (*in_seq_fn)(float *const zp[6], float *const u[MAX_NPT], int np);
 typedef void (*out_seq_fn)(float *const yp[6], const float *const m[MAX_NPT], float b, int np);
 
-static in_seq_fn in_seq(int M) { return M == 6 ? in_seq6 : M == 4 ? in_seq4 : in_seq2; }
-static out_seq_fn out_seq(int M) { return M == 6 ? out_seq6 : M == 4 ? out_seq4 : out_seq2; }
+static in_seq_fn in_seq(const qtts_conv_wino *w) {
+    if (w->taps == 2) return in_seq42;
+    return w->m == 6 ? in_seq6 : w->m == 4 ? in_seq4 : in_seq2;
+}
+static out_seq_fn out_seq(const qtts_conv_wino *w) {
+    if (w->taps == 2) return out_seq42;
+    return w->m == 6 ? out_seq6 : w->m == 4 ? out_seq4 : out_seq2;
+}
 
 /* Input transform of channels [task*per, ...). */
 static void in_task(void *ctx, int task) {
     const wino_job *j = ctx;
     const qtts_conv_wino *w = j->w;
     const int c1 = QTTS_MIN(w->cin, (task + 1) * j->per), d = w->dil, M = w->m;
-    const int N = w->npt;
+    const int N = w->npt, H = w->taps - 1;   /* H: the history a group reads */
     float zbuf[6][ZCAP];
     float *const zp[6] = {zbuf[0], zbuf[1], zbuf[2], zbuf[3], zbuf[4], zbuf[5]};
-    const in_seq_fn seq = in_seq(M);
+    const in_seq_fn seq = in_seq(w);
     for (int ci = task * j->per; ci < c1; ci++) {
         const float *xr = j->x + (size_t)ci * j->ldx;
         float *u[MAX_NPT];
@@ -517,18 +595,18 @@ static void in_task(void *ctx, int task) {
             for (int r = 0; r < d; r++) {
                 const int len = class_len(w, r), np = len / M;
                 const float *z = xf + r;
-                /* zp[p][i] = z[M i + p - 6] for the inputs the np whole groups read */
+                /* zp[p][i] = z[M i + p - H] for the inputs the np whole groups read */
                 for (int p = 0; p < M; p++) {
                     const int top = np - 1 + (N - 1 - p) / M;   /* the last i any s_k reads */
-                    for (int i = 0; i <= top; i++) zp[p][i] = z[(ptrdiff_t)(M * i + p - 6) * d];
+                    for (int i = 0; i <= top; i++) zp[p][i] = z[(ptrdiff_t)(M * i + p - H) * d];
                 }
                 seq(zp, u, np);
                 for (int i = 0; i < N; i++) u[i] += np;
-                if (len % M) {   /* the group over the last M: s_k = z[len - M - 6 + k] */
+                if (len % M) {   /* the group over the last M: s_k = z[len - M - H + k] */
                     float t[6][4];   /* [M][N / M] */
                     float *const tp[6] = {t[0], t[1], t[2], t[3], t[4], t[5]};
                     for (int k = 0; k < N; k++)
-                        t[k % M][k / M] = z[(ptrdiff_t)(len - M - 6 + k) * d];
+                        t[k % M][k / M] = z[(ptrdiff_t)(len - M - H + k) * d];
                     seq(tp, u, 1);
                     for (int i = 0; i < N; i++) u[i] += 1;
                 }
@@ -544,7 +622,7 @@ static void out_task(void *ctx, int task) {
     const int c1 = QTTS_MIN(w->cout, (task + 1) * j->per), d = w->dil, M = w->m, N = w->npt;
     float ybuf[6][ZCAP];
     float *const yp[6] = {ybuf[0], ybuf[1], ybuf[2], ybuf[3], ybuf[4], ybuf[5]};
-    const out_seq_fn seq = out_seq(M);
+    const out_seq_fn seq = out_seq(w);
     for (int co = task * j->per; co < c1; co++) {
         float *yr = j->y + (size_t)co * j->ldy;
         const float b = j->c->bias ? j->c->bias[co] : 0.0f;
@@ -609,17 +687,22 @@ int qtts_conv_wino_reach(const qtts_conv_wino *w, int n) {
     if (n <= 0) return 0;
     /* Column t of a run ending at a frame's end, T - t = back (1..n), sits
      * at position pos of its frame (class r, place m in the class); its
-     * group starts s places of the class earlier (s = m or the class's
-     * last-M group start len - M) and reads from 6 places before that.
-     * Shifting t by a frame shifts what it reads by a frame, so the
-     * leftmost read lies within the first frame of the n columns. */
-    const int d = w->dil, M = w->m, F = w->frame;
+     * group starts at place s of the class (m rounded down to a multiple
+     * of M, or the class's last-M group's len - M) and reads s_k = z[s + k
+     * - taps + 1]. Only the group's first output uses s_0: column 0 of every
+     * Bᵀ above is zero but in row 0, and so is column 0 of every Aᵀ (point
+     * 0) but in row 0. So the output at place m > s depends on z from
+     * s + 1 - taps + 1 on, the one at s from s - taps + 1 (the direct
+     * conv's). Shifting t by a frame shifts what it reads by a frame, so
+     * the leftmost lies within the first frame of the n columns. */
+    const int d = w->dil, M = w->m, F = w->frame, H = w->taps - 1;
     int64_t most = 0;
     for (int back = n; back > 0 && back > n - F; back--) {
         const int pos = (int)((F - back % F) % F), r = pos % d, m = pos / d;
         const int len = class_len(w, r), s = m >= len / M * M ? len - M : m - m % M;
+        const int first = (m > s ? s + 1 : s) - H;   /* the first place it depends on */
         /* the frame's start is back + pos columns before the end */
-        most = QTTS_MAX(most, (int64_t)back + pos - ((int64_t)(s - (TAPS - 1)) * d + r));
+        most = QTTS_MAX(most, (int64_t)back + pos - ((int64_t)first * d + r));
     }
     return (int)most;
 }

@@ -373,7 +373,10 @@ bool qtts_conv1d_to_bf16(qtts_conv1d *c);
  * multiple of the group. A class one position short of a group reads one
  * more of its positions before the frame: the input needs `left` readable
  * columns before column 0 of each row (6 dil, or up to 7 dil), not the
- * direct conv's 6 dil.
+ * direct conv's 6 dil. A 2-tap conv of dilation 1 (the polyphase form of
+ * a transposed conv, qtts_convtr1d_init) takes F(4,2): four outputs from
+ * five products instead of eight (0.625x), where the frame holds three
+ * columns or more.
  * Outputs group within
  * frames of `frame` columns, the same way in every frame, so a call must
  * cover whole frames (column 0 a frame's first). The bits depend on
@@ -384,15 +387,16 @@ bool qtts_conv1d_to_bf16(qtts_conv1d *c);
  * the conv's. */
 #define QTTS_CONV_WINO_MAX_POINTS 12
 typedef struct {
-    int cout, cin, dil, frame;
-    int m, npt;                   /* outputs per group (6, 4 or 2), products per group (m + 6) */
+    int cout, cin, taps, dil, frame;
+    int m, npt;                   /* outputs per group (6, 4 or 2), products per group
+                                   * (m + taps - 1) */
     int left;                     /* input columns read before column 0 of a row */
     qtts_conv1d pt[QTTS_CONV_WINO_MAX_POINTS];   /* point i < npt: [cout, cin] 1-tap conv */
     int ngroups;                  /* groups per frame */
 } qtts_conv_wino;
 
-/* Whether c has the form: fp32 weights, 7 taps, a frame of 2 dil to 4096
- * columns. */
+/* Whether c has the form: fp32 weights, 7 taps and a frame of 2 dil to
+ * 4096 columns, or 2 taps, dilation 1 and a frame of 3 to 4096. */
 bool qtts_conv_wino_applies(const qtts_conv1d *c, int frame);
 /* From such a conv c (which must outlive w: its bias serves every column);
  * false (w empty) for other convs or on allocation failure. */
@@ -411,9 +415,9 @@ bool qtts_conv_wino_run(const qtts_conv_wino *w, const qtts_conv1d *c, float *y,
  * first tries each thread's own workspace in ws, allocated on its first
  * use, and takes this scratch where that cannot be had: the same bits.) */
 size_t qtts_conv_wino_scratch(const qtts_conv_wino *w, int frames);
-/* Input columns before the end of a run of whole frames that its last n
- * output columns read (the direct conv's: n + 6 dil; the groups' reach
- * makes it up to (m - 1) dil more). */
+/* Input columns before the end of a run of whole frames whose values the
+ * bits of its last n output columns depend on (the direct conv's: n +
+ * (taps - 1) dil; the groups make it up to (m - 2) dil more). */
 int qtts_conv_wino_reach(const qtts_conv_wino *w, int n);
 /* Multiply-adds of a run per frame (npt per group and channel pair). */
 double qtts_conv_wino_macs(const qtts_conv_wino *w);

@@ -253,17 +253,26 @@ static qtts_status check_config(qtts_codec_decoder *d, const qtts_config *cfg, q
 #undef c
 }
 
+/* Where a block's transposed conv runs as F(4,2) (load_weights): input
+ * columns a frame and input channels. At full size, bench_codec's convs
+ * (2 threads, 24 frames, two calls): block 2 (1920 x 768) 1.86-2.17 ->
+ * 1.33-1.60 ms a frame, block 3 (768 x 384) 1.69-2.08 -> 1.42-1.72, block
+ * 4 (288 x 192) 1.18-1.43 -> 1.17-1.50. */
+#define TCONV_WINO_MIN_FRAME 16
+#define TCONV_WINO_MIN_CIN 384
+
 /* d->reach (codec_decoder.h): walking back from the output conv's state,
  * in samples at each stage's rate, how many of a stage's last input
  * samples its last outputs and its state need. A causal conv of kernel k
  * and dilation dil: (k - 1) * dil more than its outputs (the history it
  * keeps is the last (k - 1) * dil of them, so it is covered), in
  * Winograd form what qtts_conv_wino_reach counts (an output's group starts
- * up to m - 1 places of its class before it and reads from 6 places before
- * that: the output's bits depend on those inputs too); a residual unit
+ * up to m - 1 places of its class before it, and the output's bits depend
+ * on inputs from k - 2 places before the group's second); a residual unit
  * adds its conv1's; a 2-tap transposed conv
  * of stride s: ceil(n / s) + 1 input columns for n outputs (the +1 is the
- * column of history it keeps); the upsampler's 1-tap ones ceil(n / s);
+ * column of history it keeps), in F(4,2) form what qtts_conv_wino_reach
+ * counts for ceil(n / s); the upsampler's 1-tap ones ceil(n / s);
  * 1x1 convs, SnakeBeta, GELU and the per-column layer norm nothing. */
 static int conv_reach(const qtts_codec_decoder *d) {
     int64_t n = K_CONV - 1;   /* the output conv's history */
@@ -273,7 +282,8 @@ static int conv_reach(const qtts_codec_decoder *d) {
             const qtts_conv_wino *w = &B->res[r].wino1;
             n = w->frame ? qtts_conv_wino_reach(w, (int)n) : n + (int64_t)(K_CONV - 1) * B->res[r].dil;
         }
-        n = (n + B->stride - 1) / B->stride + 1;
+        n = (n + B->stride - 1) / B->stride;
+        n = B->tconv_w.frame ? qtts_conv_wino_reach(&B->tconv_w, (int)n) : n + 1;
     }
     n += K_CONV - 1;          /* decoder.0 */
     for (int i = d->n_ups - 1; i >= 0; i--) {
@@ -435,6 +445,20 @@ static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
     int frame = 1;
     for (int i = 0; i < d->n_ups; i++) frame *= d->ups[i];
     for (int b = 0; b < d->n_blocks; b++) {
+        /* The transposed conv (2 taps over its input's columns) as F(4,2),
+         * 0.625x the multiply-adds for 2.5x the direct weights, where a
+         * frame gives its GEMMs 4 groups or more and its input has
+         * TCONV_WINO_MIN_CIN channels or more. Not block 1's (4 columns a
+         * frame, 6144 x 1536: 189 MB transformed against 75 MB, read for
+         * one group a frame); not block 4's (288 x 192), whose transforms
+         * cost about what its GEMMs save. */
+        qtts_codec_block *Bk = &d->blocks[b];
+        if (frame >= TCONV_WINO_MIN_FRAME && Bk->tconv.cin >= TCONV_WINO_MIN_CIN &&
+            qtts_conv_wino_applies(&Bk->tconv, frame)) {
+            if (!qtts_conv_wino_init(&Bk->tconv_w, &Bk->tconv, frame))
+                return nomem(err, "winograd weights");
+            QTTS_ASSERT(Bk->tconv_w.left == 1);   /* the column of history it keeps */
+        }
         frame *= d->rates[b];
         for (int r = 0; r < 3; r++) {
             qtts_codec_resunit *R = &d->blocks[b].res[r];
@@ -476,6 +500,13 @@ void qtts_codec_decoder_drop_direct(qtts_codec_decoder *d) {
                 R->conv1.w = NULL;
             }
         }
+    for (int b = 0; b < d->n_blocks; b++) {
+        qtts_codec_block *B = &d->blocks[b];
+        if (B->tconv_w.frame && B->tconv.w) {
+            qtts_free(B->tconv.w);
+            B->tconv.w = NULL;
+        }
+    }
 }
 
 qtts_status qtts_codec_decoder_to_bf16(qtts_codec_decoder *d, qtts_err *err) {
@@ -483,11 +514,14 @@ qtts_status qtts_codec_decoder_to_bf16(qtts_codec_decoder *d, qtts_err *err) {
         return qtts_fail(err, QTTS_ERR_UNSUPPORTED,
                          "codec: bf16 convolutions need a CPU with bf16 dot products (x86 "
                          "AVX512-BF16, AArch64 BF16); this one has none");
-    for (int b = 0; b < d->n_blocks; b++)
+    for (int b = 0; b < d->n_blocks; b++) {
+        bool dropped = !d->blocks[b].tconv.w && !d->blocks[b].tconv.wb;
         for (int r = 0; r < 3; r++)
-            if (!d->blocks[b].res[r].conv1.w && !d->blocks[b].res[r].conv1.wb)
-                return qtts_fail(err, QTTS_ERR_INVALID,
-                                 "codec: bf16 needs the direct weights, which were dropped");
+            dropped |= !d->blocks[b].res[r].conv1.w && !d->blocks[b].res[r].conv1.wb;
+        if (dropped)
+            return qtts_fail(err, QTTS_ERR_INVALID,
+                             "codec: bf16 needs the direct weights, which were dropped");
+    }
     qtts_conv1d *convs[2 + 3 * QTTS_CODEC_MAX_UPS + QTTS_CODEC_MAX_BLOCKS * 7];
     int n = 0;
     convs[n++] = &d->pre_conv;
@@ -499,6 +533,7 @@ qtts_status qtts_codec_decoder_to_bf16(qtts_codec_decoder *d, qtts_err *err) {
     convs[n++] = &d->dec0;
     for (int b = 0; b < d->n_blocks; b++) {
         convs[n++] = &d->blocks[b].tconv;
+        qtts_conv_wino_free(&d->blocks[b].tconv_w);
         for (int r = 0; r < 3; r++) {
             convs[n++] = &d->blocks[b].res[r].conv1;
             convs[n++] = &d->blocks[b].res[r].conv2;
@@ -523,6 +558,7 @@ void qtts_codec_decoder_free(qtts_codec_decoder *d) {
     qtts_conv1d_free(&d->dec0);
     for (int b = 0; b < QTTS_CODEC_MAX_BLOCKS; b++) {
         qtts_conv1d_free(&d->blocks[b].tconv);
+        qtts_conv_wino_free(&d->blocks[b].tconv_w);
         for (int r = 0; r < 3; r++) {
             qtts_conv1d_free(&d->blocks[b].res[r].conv1);
             qtts_conv1d_free(&d->blocks[b].res[r].conv2);
@@ -682,10 +718,13 @@ static qtts_status scratch_alloc(const qtts_codec_decoder *d, int T, scratch *s,
     s->tm = qtts_aligned_alloc(sizeof(float) * s->tm_cap);
     s->ws = qtts_conv_ws_new();
     size_t wino = 0;   /* Winograd scratch, ahead: runs then never allocate */
-    for (int b = 0; b < d->n_blocks; b++)
+    for (int b = 0; b < d->n_blocks; b++) {
+        if (d->blocks[b].tconv_w.frame)
+            wino = QTTS_MAX(wino, qtts_conv_wino_scratch(&d->blocks[b].tconv_w, T));
         for (int r = 0; r < 3; r++)
             if (d->blocks[b].res[r].wino1.frame)
                 wino = QTTS_MAX(wino, qtts_conv_wino_scratch(&d->blocks[b].res[r].wino1, T));
+    }
     if (!s->big[0] || !s->big[1] || !s->big[2] || !s->tm || !s->ws ||
         !qtts_conv_wino_reserve(s->ws, wino)) {
         scratch_free(s);
@@ -938,7 +977,14 @@ static qtts_status run(const qtts_codec_decoder *d, scratch *s, causal_state *st
         const qtts_codec_block *Bk = &d->blocks[b];
         const int sr = Bk->stride, co = Bk->cout;
         pad_snake(B, 1, A, n, Bk->ea, Bk->ib, ch, n, st->bt[b]);
-        qtts_conv1d_run(&Bk->tconv, C, n, B + 1, (size_t)n + 1, n, false, s->ws); /* [sr*co, n] */
+        /* [sr*co, n] */
+        if (!Bk->tconv_w.frame ||
+            !qtts_conv_wino_run(&Bk->tconv_w, &Bk->tconv, C, n, B + 1, (size_t)n + 1, n, s->ws)) {
+            if (!Bk->tconv.w && !Bk->tconv.wb)   /* as for the residual units below */
+                return qtts_fail(err, QTTS_ERR_NOMEM,
+                                 "codec decode: no scratch for block %d's Winograd tconv", b);
+            qtts_conv1d_run(&Bk->tconv, C, n, B + 1, (size_t)n + 1, n, false, s->ws);
+        }
         qtts_interleave_phases(A, C, co, n, sr);                                   /* x = A [co, n*sr] */
         n *= sr;
         ch = co;

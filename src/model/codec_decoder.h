@@ -81,6 +81,10 @@ typedef struct {
     int cin, cout, stride;
     float *ea, *ib;                 /* SnakeBeta [cin] */
     qtts_conv1d tconv;              /* polyphase [stride*cout, cin], 2 taps */
+    /* tconv as Winograd F(4,2) (kernels.h) where its frame holds 16 input
+     * columns or more and its input 384 channels or more (blocks 2 and 3
+     * at full size); else, and for the bf16 codec, empty (frame 0) */
+    qtts_conv_wino tconv_w;
     qtts_codec_resunit res[3];
 } qtts_codec_block;
 
@@ -135,10 +139,11 @@ void qtts_codec_decoder_free(qtts_codec_decoder *d);   /* NULL ok */
  * QTTS_ERR_INVALID, d unchanged, after qtts_codec_decoder_drop_direct. */
 qtts_status qtts_codec_decoder_to_bf16(qtts_codec_decoder *d, qtts_err *err);
 
-/* Frees the direct (packed fp32) weights of every residual k7 conv that
- * has its Winograd form (their bias stays: the Winograd form adds it).
- * The fp32 decoder runs those convs only in that form (whole frames, its
- * scratch reserved ahead), so the copy is dead weight: 66 MB at full size.
+/* Frees the direct (packed fp32) weights of every residual k7 conv and
+ * transposed conv that has its Winograd form (their bias stays: the
+ * Winograd form adds it). The fp32 decoder runs those convs only in that
+ * form (whole frames, its scratch reserved ahead), so the copy is dead
+ * weight: 66 + 15 MB at full size.
  * For a decoder that stays fp32; qtts_codec_decoder_to_bf16 needs them. */
 void qtts_codec_decoder_drop_direct(qtts_codec_decoder *d);
 
