@@ -273,10 +273,10 @@ typedef struct {
  * x[base + m d] (base = frame start + r): group j is outputs m = M j ..
  * M j + M - 1 and reads s_k = z[M j + k - H], H = taps - 1. Copied apart
  * into M phases zp[p][i] = z[M i + p - H], s_k = zp[k % M][j + k / M], so
- * the arithmetic
- * runs on contiguous vectors of groups (GCC vector extensions: AVX, SSE or
- * NEON as the build allows, elementwise IEEE operations with no
- * contraction, so the same bits as one group at a time). */
+ * the arithmetic runs on contiguous vectors of groups (GCC vector
+ * extensions: AVX, SSE or NEON as the build allows, elementwise IEEE
+ * operations with no contraction, so the same bits as one group at a
+ * time). */
 #define VW 16
 typedef float vf __attribute__((vector_size(VW * sizeof(float)), aligned(4)));
 #define ZCAP (MAX_FRAME / 2 + 8 + VW)

@@ -280,7 +280,8 @@ static int conv_reach(const qtts_codec_decoder *d) {
         const qtts_codec_block *B = &d->blocks[b];
         for (int r = 2; r >= 0; r--) {
             const qtts_conv_wino *w = &B->res[r].wino1;
-            n = w->frame ? qtts_conv_wino_reach(w, (int)n) : n + (int64_t)(K_CONV - 1) * B->res[r].dil;
+            n = w->frame ? qtts_conv_wino_reach(w, (int)n)
+                         : n + (int64_t)(K_CONV - 1) * B->res[r].dil;
         }
         n = (n + B->stride - 1) / B->stride;
         n = B->tconv_w.frame ? qtts_conv_wino_reach(&B->tconv_w, (int)n) : n + 1;
