@@ -28,8 +28,9 @@
  * Convolutions run on qtts_conv1d_run (kernels.h: blocked AVX-512/AVX2
  * GEMM over the thread pool), the residual units' 7-tap convs on its
  * Winograd form (qtts_conv_wino_run: F(6,7), 12 products per 6 columns
- * instead of 42, or F(2,7) where a block's frame is too short for it,
- * groups fixed within each frame; not with the bf16 codec), SnakeBeta on
+ * instead of 42, or F(4,7) where a block's frame is too short for it,
+ * groups fixed within each frame; not with the bf16 codec), the
+ * transposed convs of blocks 2 and 3 on F(4,2) the same way, SnakeBeta on
  * qtts_snake_run (vectorised sine, precomputed exp(alpha) and
  * 1/(exp(beta)+eps) from load time); both give the same bits at every
  * thread count.
@@ -267,13 +268,13 @@ static qtts_status check_config(qtts_codec_decoder *d, const qtts_config *cfg, q
  * and dilation dil: (k - 1) * dil more than its outputs (the history it
  * keeps is the last (k - 1) * dil of them, so it is covered), in
  * Winograd form what qtts_conv_wino_reach counts (an output's group starts
- * up to m - 1 places of its class before it, and the output's bits depend
- * on inputs from k - 2 places before the group's second); a residual unit
- * adds its conv1's; a 2-tap transposed conv
- * of stride s: ceil(n / s) + 1 input columns for n outputs (the +1 is the
+ * up to m - 1 places of its class before it, and an output other than its
+ * group's first depends on inputs from k - 1 places before the group's
+ * second); a residual unit adds its conv1's; a 2-tap transposed conv of
+ * stride s: ceil(n / s) + 1 input columns for n outputs (the +1 is the
  * column of history it keeps), in F(4,2) form what qtts_conv_wino_reach
- * counts for ceil(n / s); the upsampler's 1-tap ones ceil(n / s);
- * 1x1 convs, SnakeBeta, GELU and the per-column layer norm nothing. */
+ * counts for ceil(n / s); the upsampler's 1-tap ones ceil(n / s); 1x1
+ * convs, SnakeBeta, GELU and the per-column layer norm nothing. */
 static int conv_reach(const qtts_codec_decoder *d) {
     int64_t n = K_CONV - 1;   /* the output conv's history */
     for (int b = d->n_blocks - 1; b >= 0; b--) {
@@ -438,8 +439,9 @@ static qtts_status load_weights(qtts_codec_decoder *d, qtts_err *err) {
     if (!load_conv(d, &d->dec_out, err, 1, ch, K_CONV, 1, p)) return err->status;
     /* The residual units' k7 convs (72% of a frame's multiply-adds) in the
      * Winograd form: F(6,7), 0.29x the multiply-adds, where the block's
-     * frame holds 6 positions of every residue class (all but block 1's
-     * dilation 9, 32 columns, which takes F(2,7), 0.57x). Columns group
+     * frame holds 5 positions or more of every residue class (all but
+     * block 1's dilation 9, 32 columns: classes of 4 and 3, which takes
+     * F(4,7), 0.36x, reading one more column of history). Columns group
      * within each frame of that block (frame = its columns per codec
      * frame), and a decode runs whole frames, so a stream gets the one-shot
      * bits. */
