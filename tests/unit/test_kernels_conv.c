@@ -15,11 +15,11 @@
  *     may run at, bit for bit, and the rule that picks kc from the L1;
  *   - SnakeBeta rows against qtts_snake_ref bit for bit (tails, |u| past
  *     the polynomial's range, inf/NaN), and against double sin^2;
- *   - the Winograd F(6,7), F(4,7) and F(2,7) forms of 7-tap convs: every
- *     output within a forward error bound of the exact sum and near the
- *     direct conv's
- *     error, frame by frame and at 3 threads the same bits as one call,
- *     partial frames refused;
+ *   - the Winograd F(6,7), F(4,7) and F(2,7) forms of 7-tap convs and
+ *     F(4,2) of 2-tap ones: every output within a forward error bound of
+ *     the exact sum and near the direct conv's error, the history read
+ *     (left) and the reach of the last outputs exact, frame by frame and
+ *     at 3 threads the same bits as one call, partial frames refused;
  *   - bf16 convs (where the CPU has bf16 dot products; else only the refusal):
  *     against the double sum of the bf16-rounded weights and inputs
  *     within the fp32 chain's bound, against the fp32 conv within the
