@@ -134,29 +134,11 @@ static int class_len(const qtts_conv_wino *w, int r) { return (w->frame - r + w-
  * over its last M when M does not divide len. */
 static int class_groups(int len, int M) { return (len + M - 1) / M; }
 
-/* G (N x 7) as numerator / denominator, see above. */
-static const double G2_NUM[8][TAPS] = {
-    {1, 0, 0, 0, 0, 0, 0},       {1, 1, 1, 1, 1, 1, 1},       {1, -1, 1, -1, 1, -1, 1},
-    {1, 2, 4, 8, 16, 32, 64},    {1, -2, 4, -8, 16, -32, 64}, {64, 32, 16, 8, 4, 2, 1},
-    {64, -32, 16, -8, 4, -2, 1}, {0, 0, 0, 0, 0, 0, 1},
-};
-static const double G2_DEN[8] = {4, 18, 18, 360, 360, 180, 180, 4};
-static const double G4_NUM[10][TAPS] = {
-    {1, 0, 0, 0, 0, 0, 0},
-    {1, 1, 1, 1, 1, 1, 1},
-    {1, -1, 1, -1, 1, -1, 1},
-    {1, 2, 4, 8, 16, 32, 64},
-    {1, -2, 4, -8, 16, -32, 64},
-    {64, 32, 16, 8, 4, 2, 1},         /* (1/2)^k, times 64 */
-    {64, -32, 16, -8, 4, -2, 1},
-    {64, 96, 144, 216, 324, 486, 729}, /* (3/2)^k, times 64 */
-    {64, -96, 144, -216, 324, -486, 729},
-    {0, 0, 0, 0, 0, 0, 1},
-};
-/* the row scales of the comment above as denominators, those of the rows
- * of 1/2 and 3/2 times 64 (45/2 * 64, 315/2 * 64) as their numerators are */
-static const double G4_DEN[10] = {36, 90, 90, 2520, 2520, 1440, 1440, 10080, 10080, 16};
-static const double G6_NUM[12][TAPS] = {
+/* G (N x 7) as numerator / denominator, see above. The three 7-tap
+ * forms share their points' rows: F(2,7) takes the first 7 rows of
+ * G7_NUM, F(4,7) the first 9, F(6,7) all 11, each then G7_INF (the point
+ * at infinity); the row scales differ per form. */
+static const double G7_NUM[11][TAPS] = {
     {1, 0, 0, 0, 0, 0, 0},
     {1, 1, 1, 1, 1, 1, 1},
     {1, -1, 1, -1, 1, -1, 1},
@@ -168,10 +150,14 @@ static const double G6_NUM[12][TAPS] = {
     {64, -96, 144, -216, 324, -486, 729},
     {8192, 6144, 4608, 3456, 2592, 1944, 1458},  /* (3/4)^k, times 8192 */
     {8192, -6144, 4608, -3456, 2592, -1944, 1458},
-    {0, 0, 0, 0, 0, 0, 1},
 };
-/* the row scales as denominators (225/2 * 64, 8505/2 * 64 and
- * 467775/8192 * 8192 where the numerators are scaled) */
+static const double G7_INF[TAPS] = {0, 0, 0, 0, 0, 0, 1};
+/* the row scales of the comment above as denominators, where the
+ * numerators are scaled: F(4,7)'s rows of 1/2 and 3/2 (45/2 * 64,
+ * 315/2 * 64), F(6,7)'s of 1/2, 3/2 and 3/4 (225/2 * 64, 8505/2 * 64,
+ * 467775/8192 * 8192) */
+static const double G2_DEN[8] = {4, 18, 18, 360, 360, 180, 180, 4};
+static const double G4_DEN[10] = {36, 90, 90, 2520, 2520, 1440, 1440, 10080, 10080, 16};
 static const double G6_DEN[12] = {324,  630,  630,    138600, 138600, 7200,
                                   7200, 272160, 272160, 467775, 467775, 256};
 
@@ -197,7 +183,7 @@ bool qtts_conv_wino_applies(const qtts_conv1d *c, int frame) {
 typedef struct {
     const qtts_conv1d *c;
     int npt;
-    const double (*num)[TAPS];
+    const double *num[MAX_NPT];   /* row i of G's numerators */
     const double *den;
     float *wi;            /* [npt][cout][cin] */
 } wino_pt_job;
@@ -242,9 +228,10 @@ bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     if (ok) {
         for (int r = 0; r < d; r++) w->ngroups += class_groups(class_len(w, r), M);
         wino_pt_job j = {.c = c, .npt = w->npt,
-                         .num = R == 2 ? G42_NUM : M == 6 ? G6_NUM : M == 4 ? G4_NUM : G2_NUM,
                          .den = R == 2 ? G42_DEN : M == 6 ? G6_DEN : M == 4 ? G4_DEN : G2_DEN,
                          .wi = wi};
+        for (int i = 0; i < w->npt; i++)
+            j.num[i] = R == 2 ? G42_NUM[i] : i < w->npt - 1 ? G7_NUM[i] : G7_INF;
         qtts_parallel_for((cout + QTTS_CONV_MR - 1) / QTTS_CONV_MR, wino_pt_task, &j);
         for (int i = 0; i < w->npt && ok; i++)
             ok = qtts_conv1d_init(&w->pt[i], wi + per * i, NULL, cout, cin, 1, 1);
