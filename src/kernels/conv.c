@@ -402,15 +402,15 @@ static void conv_block(const conv_job *j, int g0, int g1, int t0, int t1, float 
         for (int ti = t0; ti < t1; ti++) {
             const int col = ti * nr, cols = QTTS_MIN(nr, j->n - col);
             const bool dt = direct && ti < tp;
+            /* the fields every group of this tile shares; the loop sets the rest
+             * (a fresh initializer per tile call cleared the struct each time) */
+            qtts_conv_tile t = {.kc = j->bf ? kp : kcb, .load = kb > 0, .cols = cols};
+            if (last) t.ldy = j->ldy, t.accumulate = j->accumulate;
             for (int g = g0; g < g1; g++) {
                 const int row = g * MR;
-                qtts_conv_tile t = {
-                    .kc = j->bf ? kp : kcb,
-                    .acc = acc + ((size_t)(g - g0) * ntl + (ti - t0)) * MR * nr,
-                    .load = kb > 0,
-                    .rows = QTTS_MIN(MR, c->cout - row),
-                    .cols = cols,
-                };
+                t.acc = acc + ((size_t)(g - g0) * ntl + (ti - t0)) * MR * nr;
+                t.rows = QTTS_MIN(MR, c->cout - row);
+                t.w_next = NULL;
                 const int gn = g + 1 < g1 ? g + 1 : -1;
                 if (j->bf) {
                     t.wb = c->wb + ((size_t)g * K2 + kk0 / 2) * MR;
@@ -424,9 +424,7 @@ static void conv_block(const conv_job *j, int g0, int g1, int t0, int t1, float 
                 }
                 if (last) {
                     t.y = j->y + (size_t)row * j->ldy + col;
-                    t.ldy = j->ldy;
                     t.bias = c->bias ? c->bias + row : NULL;
-                    t.accumulate = j->accumulate;
                 }
                 j->tile(&t);
             }

@@ -564,6 +564,53 @@ static out_seq_fn out_seq(const qtts_conv_wino *w) {
     return w->m == 6 ? out_seq6 : w->m == 4 ? out_seq4 : out_seq2;
 }
 
+/* zp[p][i] = z0[(M i + p) d] for the inputs the np whole groups of a class
+ * read (i up to np - 1 + (N - 1 - p) / M): a copy per input, in the order
+ * of the input, with M a constant (the form's), so that the copies of one
+ * group are a run of M loads and stores on fixed offsets. */
+static inline __attribute__((always_inline)) void gather_m(float *const zp[6], const float *z0,
+                                                           ptrdiff_t d, const int M, const int N,
+                                                           int np) {
+    /* every phase reads i <= np - 1 + (N - 1 - (M - 1)) / M; the first
+     * (N - 1) % M + 1 phases one more */
+    const int all = np + (N - M) / M, more = (N - 1) % M + 1;
+    const ptrdiff_t step = M * d;
+    const float *src = z0;
+    float *restrict q[6];
+#pragma GCC unroll 6
+    for (int p = 0; p < M; p++) q[p] = zp[p];
+    int i = 0;
+    for (; i < all; i++, src += step)
+#pragma GCC unroll 6
+        for (int p = 0; p < M; p++) q[p][i] = src[p * d];
+    if (more < M)
+        for (int p = 0; p < more; p++) q[p][i] = src[p * d];
+}
+
+static void gather(float *const zp[6], const float *z0, int d, int M, int N, int np) {
+    if (M == 6) gather_m(zp, z0, d, 6, N, np);
+    else if (M == 4) gather_m(zp, z0, d, 4, N, np);
+    else gather_m(zp, z0, d, 2, N, np);
+}
+
+/* z[(M g + p) d] = yp[p][g] for the whole groups g < whole, M constant. */
+static inline __attribute__((always_inline)) void scatter_m(float *z, ptrdiff_t d, const int M,
+                                                            float *const yp[6], int whole) {
+    const ptrdiff_t step = M * d;
+    const float *restrict q[6];
+#pragma GCC unroll 6
+    for (int p = 0; p < M; p++) q[p] = yp[p];
+    for (int g = 0; g < whole; g++, z += step)
+#pragma GCC unroll 6
+        for (int p = 0; p < M; p++) z[p * d] = q[p][g];
+}
+
+static void scatter(float *z, int d, int M, float *const yp[6], int whole) {
+    if (M == 6) scatter_m(z, d, 6, yp, whole);
+    else if (M == 4) scatter_m(z, d, 4, yp, whole);
+    else scatter_m(z, d, 2, yp, whole);
+}
+
 /* Input transform of channels [task*per, ...). */
 static void in_task(void *ctx, int task) {
     const wino_job *j = ctx;
@@ -582,11 +629,7 @@ static void in_task(void *ctx, int task) {
             for (int r = 0; r < d; r++) {
                 const int len = class_len(w, r), np = len / M;
                 const float *z = xf + r;
-                /* zp[p][i] = z[M i + p - H] for the inputs the np whole groups read */
-                for (int p = 0; p < M; p++) {
-                    const int top = np - 1 + (N - 1 - p) / M;   /* the last i any s_k reads */
-                    for (int i = 0; i <= top; i++) zp[p][i] = z[(ptrdiff_t)(M * i + p - H) * d];
-                }
+                gather(zp, z - (ptrdiff_t)H * d, d, M, N, np);
                 seq(zp, u, np);
                 for (int i = 0; i < N; i++) u[i] += np;
                 if (len % M) {   /* the group over the last M: s_k = z[len - M - H + k] */
@@ -621,8 +664,7 @@ static void out_task(void *ctx, int task) {
                 const int len = class_len(w, r), ng = class_groups(len, M), whole = len / M;
                 seq(yp, m, b, ng);
                 float *z = yf + r;
-                for (int g = 0; g < whole; g++)
-                    for (int p = 0; p < M; p++) z[(ptrdiff_t)(M * g + p) * d] = yp[p][g];
+                scatter(z, d, M, yp, whole);
                 /* the group over the last M: the outputs no group before gave */
                 for (int p = M - len % M; len % M && p < M; p++)
                     z[(ptrdiff_t)(len - M + p) * d] = yp[p][ng - 1];
