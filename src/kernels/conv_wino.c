@@ -264,9 +264,7 @@ typedef struct {
  * extensions: AVX, SSE or NEON as the build allows, elementwise IEEE
  * operations with no contraction, so the same bits as one group at a
  * time). */
-#define VW 16
-typedef float vf __attribute__((vector_size(VW * sizeof(float)), aligned(4)));
-#define ZCAP (MAX_FRAME / 2 + 8 + VW)
+#define ZCAP (MAX_FRAME / 2 + 8 + 16)   /* + the widest vector */
 
 #define IN_TF2(T, s0, s1, s2, s3, s4, s5, s6, s7, U, J)                                \
     do {                                                                               \
@@ -394,174 +392,62 @@ typedef float vf __attribute__((vector_size(VW * sizeof(float)), aligned(4)));
               (0.03125f * s56 + (7.59375f * s78 + (0.2373046875f * s9 + m11)))) + b;       \
     } while (0)
 
-/* On x86-64 the loops below are built for AVX-512, AVX2 and the baseline
- * and picked at load (ifunc): the same operations on wider registers, so
- * the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-#define WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
+/* The loops come in two widths, picked at run time (in_seq, out_seq):
+ * 16 groups a vector (one zmm) where AVX-512 is present, whose 32
+ * registers hold an F(6,7) group's 12 inputs; 8 (one ymm) on AVX2 and
+ * the baseline, built for both and picked at load (ifunc). At 16 on AVX2
+ * (two ymm a vector, 24 for the inputs against 16 registers) the loops
+ * spilled: perf over F(6,7) convs of 96 and 192 channels (12 frames, one
+ * thread) put the transforms at 0.22-0.26 of the tiles' samples, and at
+ * 8 at 0.11-0.19. Other targets build one copy, 16 wide. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define VW 16
+#define SEQ(name) name##_16
+#define WIDE __attribute__((target("avx512f")))
+#include "conv_wino_seq.h"
+#undef VW
+#undef SEQ
+#undef WIDE
+#define VW 8
+#define SEQ(name) name##_8
+#if !defined(__SANITIZE_THREAD__)   /* TSan cannot run ifunc resolvers */
+#define WIDE __attribute__((target_clones("avx2", "default")))
 #else
 #define WIDE
 #endif
-
-/* u_i[j] for the np groups of one class sequence (phases zp as above) */
-WIDE static void in_seq2(float *const zp[6], float *const u[MAX_NPT], int np) {
-    const float *ze = zp[0], *zo = zp[1];
-    int j = 0;
-#define UV(i, J, v) (*(vf *)(u[i] + (J)) = (v))
-    for (; j + VW <= np; j += VW) {
-        const vf s0 = *(const vf *)(ze + j), s1 = *(const vf *)(zo + j);
-        const vf s2 = *(const vf *)(ze + j + 1), s3 = *(const vf *)(zo + j + 1);
-        const vf s4 = *(const vf *)(ze + j + 2), s5 = *(const vf *)(zo + j + 2);
-        const vf s6 = *(const vf *)(ze + j + 3), s7 = *(const vf *)(zo + j + 3);
-        IN_TF2(vf, s0, s1, s2, s3, s4, s5, s6, s7, UV, j);
-    }
-#define US(i, J, v) (u[i][J] = (v))
-    for (; j < np; j++) {
-        const float s0 = ze[j], s1 = zo[j], s2 = ze[j + 1], s3 = zo[j + 1];
-        const float s4 = ze[j + 2], s5 = zo[j + 2], s6 = ze[j + 3], s7 = zo[j + 3];
-        IN_TF2(float, s0, s1, s2, s3, s4, s5, s6, s7, US, j);
-    }
+#include "conv_wino_seq.h"
+#undef VW
+#undef SEQ
+#undef WIDE
+/* the AVX-512 copies where the CPU has AVX-512 (as the target_clones
+ * resolver would pick) */
+static bool seq16(void) {
+    static int has = -1;   /* benign race: every thread computes the same */
+    if (has < 0) has = __builtin_cpu_supports("avx512f");
+    return has;
 }
-
-WIDE static void in_seq4(float *const zp[6], float *const u[MAX_NPT], int np) {
-    const float *z0 = zp[0], *z1 = zp[1], *z2 = zp[2], *z3 = zp[3];
-    int j = 0;
-    for (; j + VW <= np; j += VW) {
-        const vf s0 = *(const vf *)(z0 + j), s1 = *(const vf *)(z1 + j);
-        const vf s2 = *(const vf *)(z2 + j), s3 = *(const vf *)(z3 + j);
-        const vf s4 = *(const vf *)(z0 + j + 1), s5 = *(const vf *)(z1 + j + 1);
-        const vf s6 = *(const vf *)(z2 + j + 1), s7 = *(const vf *)(z3 + j + 1);
-        const vf s8 = *(const vf *)(z0 + j + 2), s9 = *(const vf *)(z1 + j + 2);
-        IN_TF4(vf, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, UV, j);
-    }
-    for (; j < np; j++) {
-        const float s0 = z0[j], s1 = z1[j], s2 = z2[j], s3 = z3[j];
-        const float s4 = z0[j + 1], s5 = z1[j + 1], s6 = z2[j + 1], s7 = z3[j + 1];
-        const float s8 = z0[j + 2], s9 = z1[j + 2];
-        IN_TF4(float, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, US, j);
-    }
-}
-
-WIDE static void in_seq6(float *const zp[6], float *const u[MAX_NPT], int np) {
-    const float *z0 = zp[0], *z1 = zp[1], *z2 = zp[2], *z3 = zp[3], *z4 = zp[4], *z5 = zp[5];
-    int j = 0;
-    for (; j + VW <= np; j += VW) {
-        const vf s0 = *(const vf *)(z0 + j), s1 = *(const vf *)(z1 + j);
-        const vf s2 = *(const vf *)(z2 + j), s3 = *(const vf *)(z3 + j);
-        const vf s4 = *(const vf *)(z4 + j), s5 = *(const vf *)(z5 + j);
-        const vf s6 = *(const vf *)(z0 + j + 1), s7 = *(const vf *)(z1 + j + 1);
-        const vf s8 = *(const vf *)(z2 + j + 1), s9 = *(const vf *)(z3 + j + 1);
-        const vf s10 = *(const vf *)(z4 + j + 1), s11 = *(const vf *)(z5 + j + 1);
-        IN_TF6(vf, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, UV, j);
-    }
-    for (; j < np; j++) {
-        const float s0 = z0[j], s1 = z1[j], s2 = z2[j], s3 = z3[j], s4 = z4[j], s5 = z5[j];
-        const float s6 = z0[j + 1], s7 = z1[j + 1], s8 = z2[j + 1], s9 = z3[j + 1];
-        const float s10 = z4[j + 1], s11 = z5[j + 1];
-        IN_TF6(float, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, US, j);
-    }
-}
-
-WIDE static void in_seq42(float *const zp[6], float *const u[MAX_NPT], int np) {
-    const float *z0 = zp[0], *z1 = zp[1], *z2 = zp[2], *z3 = zp[3];
-    int j = 0;
-    for (; j + VW <= np; j += VW) {
-        const vf s0 = *(const vf *)(z0 + j), s1 = *(const vf *)(z1 + j);
-        const vf s2 = *(const vf *)(z2 + j), s3 = *(const vf *)(z3 + j);
-        const vf s4 = *(const vf *)(z0 + j + 1);
-        IN_TF42(vf, s0, s1, s2, s3, s4, UV, j);
-    }
-    for (; j < np; j++) {
-        const float s0 = z0[j], s1 = z1[j], s2 = z2[j], s3 = z3[j], s4 = z0[j + 1];
-        IN_TF42(float, s0, s1, s2, s3, s4, US, j);
-    }
-#undef UV
-#undef US
-}
-
-/* yp[p][j] (outputs m = M j + p) of np groups from m_i */
-WIDE static void out_seq2(float *const yp[6], const float *const m[MAX_NPT], float b, int np) {
-    float *y0 = yp[0], *y1 = yp[1];
-    int j = 0;
-    for (; j + VW <= np; j += VW) {
-#define L(i) (*(const vf *)(m[i] + j))
-        const vf m0 = L(0), m1 = L(1), m2 = L(2), m3 = L(3), m4 = L(4), m5 = L(5), m6 = L(6),
-                 m7 = L(7);
-        vf a, c;
-        OUT_TF2(vf, m0, m1, m2, m3, m4, m5, m6, m7, b, a, c);
-        *(vf *)(y0 + j) = a;
-        *(vf *)(y1 + j) = c;
-    }
-    for (; j < np; j++) OUT_TF2(float, m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j],
-                                m[6][j], m[7][j], b, y0[j], y1[j]);
-}
-
-WIDE static void out_seq4(float *const yp[6], const float *const m[MAX_NPT], float b, int np) {
-    int j = 0;
-    for (; j + VW <= np; j += VW) {
-        const vf m0 = L(0), m1 = L(1), m2 = L(2), m3 = L(3), m4 = L(4), m5 = L(5), m6 = L(6),
-                 m7 = L(7), m8 = L(8), m9 = L(9);
-#undef L
-        vf a0, a1, a2, a3;
-        OUT_TF4(vf, m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, b, a0, a1, a2, a3);
-        *(vf *)(yp[0] + j) = a0;
-        *(vf *)(yp[1] + j) = a1;
-        *(vf *)(yp[2] + j) = a2;
-        *(vf *)(yp[3] + j) = a3;
-    }
-    for (; j < np; j++) OUT_TF4(float, m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j],
-                                m[6][j], m[7][j], m[8][j], m[9][j], b, yp[0][j], yp[1][j],
-                                yp[2][j], yp[3][j]);
-}
-
-WIDE static void out_seq6(float *const yp[6], const float *const m[MAX_NPT], float b, int np) {
-    int j = 0;
-    for (; j + VW <= np; j += VW) {
-#define L(i) (*(const vf *)(m[i] + j))
-        const vf m0 = L(0), m1 = L(1), m2 = L(2), m3 = L(3), m4 = L(4), m5 = L(5), m6 = L(6),
-                 m7 = L(7), m8 = L(8), m9 = L(9), m10 = L(10), m11 = L(11);
-#undef L
-        vf a0, a1, a2, a3, a4, a5;
-        OUT_TF6(vf, m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, b, a0, a1, a2, a3, a4, a5);
-        *(vf *)(yp[0] + j) = a0;
-        *(vf *)(yp[1] + j) = a1;
-        *(vf *)(yp[2] + j) = a2;
-        *(vf *)(yp[3] + j) = a3;
-        *(vf *)(yp[4] + j) = a4;
-        *(vf *)(yp[5] + j) = a5;
-    }
-    for (; j < np; j++) OUT_TF6(float, m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j],
-                                m[6][j], m[7][j], m[8][j], m[9][j], m[10][j], m[11][j], b,
-                                yp[0][j], yp[1][j], yp[2][j], yp[3][j], yp[4][j], yp[5][j]);
-}
-
-WIDE static void out_seq42(float *const yp[6], const float *const m[MAX_NPT], float b, int np) {
-    int j = 0;
-    for (; j + VW <= np; j += VW) {
-#define L(i) (*(const vf *)(m[i] + j))
-        const vf m0 = L(0), m1 = L(1), m2 = L(2), m3 = L(3), m4 = L(4);
-#undef L
-        vf a0, a1, a2, a3;
-        OUT_TF42(vf, m0, m1, m2, m3, m4, b, a0, a1, a2, a3);
-        *(vf *)(yp[0] + j) = a0;
-        *(vf *)(yp[1] + j) = a1;
-        *(vf *)(yp[2] + j) = a2;
-        *(vf *)(yp[3] + j) = a3;
-    }
-    for (; j < np; j++) OUT_TF42(float, m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], b, yp[0][j],
-                                 yp[1][j], yp[2][j], yp[3][j]);
-}
+#define PICK(name) (seq16() ? name##_16 : name##_8)
+#else
+#define VW 16
+#define SEQ(name) name##_16
+#define WIDE
+#include "conv_wino_seq.h"
+#undef VW
+#undef SEQ
+#undef WIDE
+#define PICK(name) name##_16
+#endif
 
 typedef void (*in_seq_fn)(float *const zp[6], float *const u[MAX_NPT], int np);
 typedef void (*out_seq_fn)(float *const yp[6], const float *const m[MAX_NPT], float b, int np);
 
 static in_seq_fn in_seq(const qtts_conv_wino *w) {
-    if (w->taps == 2) return in_seq42;
-    return w->m == 6 ? in_seq6 : w->m == 4 ? in_seq4 : in_seq2;
+    if (w->taps == 2) return PICK(in_seq42);
+    return w->m == 6 ? PICK(in_seq6) : w->m == 4 ? PICK(in_seq4) : PICK(in_seq2);
 }
 static out_seq_fn out_seq(const qtts_conv_wino *w) {
-    if (w->taps == 2) return out_seq42;
-    return w->m == 6 ? out_seq6 : w->m == 4 ? out_seq4 : out_seq2;
+    if (w->taps == 2) return PICK(out_seq42);
+    return w->m == 6 ? PICK(out_seq6) : w->m == 4 ? PICK(out_seq4) : PICK(out_seq2);
 }
 
 /* zp[p][i] = z0[(M i + p) d] for the inputs the np whole groups of a class
