@@ -419,14 +419,9 @@ typedef struct {
 #undef VW
 #undef SEQ
 #undef WIDE
-/* the AVX-512 copies where the CPU has AVX-512 (as the target_clones
- * resolver would pick) */
-static bool seq16(void) {
-    static int has = -1;   /* benign race: every thread computes the same */
-    if (has < 0) has = __builtin_cpu_supports("avx512f");
-    return has;
-}
-#define PICK(name) (seq16() ? name##_16 : name##_8)
+/* the AVX-512 copies where the CPU has AVX-512, as a target_clones
+ * resolver would pick (libgcc fills the CPU model before main: a read) */
+#define PICK(name) (__builtin_cpu_supports("avx512f") ? name##_16 : name##_8)
 #else
 #define VW 16
 #define SEQ(name) name##_16
