@@ -399,7 +399,7 @@ typedef struct {
  * (two ymm a vector, 24 for the inputs against 16 registers) the loops
  * spilled: perf over F(6,7) convs of 96 and 192 channels (12 frames, one
  * thread) put the transforms at 0.22-0.26 of the tiles' samples, and at
- * 8 at 0.11-0.19. Other targets build one copy, 16 wide. */
+ * 8 at 0.11-0.20. Other targets build one copy, 16 wide. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define VW 16
 #define SEQ(name) name##_16
