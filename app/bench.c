@@ -446,42 +446,24 @@ typedef struct {
     bool quantized;                    /* talker/CP matrices are Q8_0/Q4_0 */
 } stage_cost;
 
-static double conv_macs(const qtts_conv1d *c) { return (double)c->cout * c->cin * c->taps; }
-
-/* Multiply-adds of the codec decoder per frame (its convolutions, as they
- * run, and linear layers at the rate each runs; element-wise work and the
- * Winograd transforms left out). */
+/* Multiply-adds of the codec decoder per frame: its convolutions as they
+ * run (qtts_codec_decoder_conv_macs), the quantizer's lookups, the
+ * transformer's linear layers and attention, and the upsampling blocks'
+ * depthwise k7 convs; element-wise work and the Winograd transforms left
+ * out. */
 static double codec_macs(const qtts_codec_decoder *d) {
-    double r = 1, t = 2.0 * d->rvq_dim * d->cb_vec + conv_macs(&d->pre_conv);
+    double t = 2.0 * d->rvq_dim * d->cb_vec + qtts_codec_decoder_conv_macs(d);
     t += mat_macs(&d->in_proj) + mat_macs(&d->out_proj);
     for (int l = 0; l < d->layers; l++) {
         const qtts_mat *m[QTTS_LAYER_MATS] = QTTS_LAYER_MAT_LIST(&d->tl[l]);
         for (int k = 0; k < QTTS_LAYER_MATS; k++) t += mat_macs(m[k]);
         t += 2.0 * d->heads * d->head_dim * d->window;
     }
+    double r = 1;   /* columns per frame after each upsampling block */
     for (int i = 0; i < d->n_ups; i++) {
-        const qtts_codec_upsample *u = &d->upx[i];
-        t += conv_macs(&u->tconv) * r;
-        r *= u->stride;
-        t += ((double)d->latent * 7 + conv_macs(&u->pw1) + conv_macs(&u->pw2)) * r;
+        r *= d->upx[i].stride;
+        t += (double)d->latent * 7 * r;
     }
-    t += conv_macs(&d->dec0) * r;
-    for (int b = 0; b < d->n_blocks; b++) {
-        const qtts_codec_block *B = &d->blocks[b];
-        /* the transposed conv as it runs: F(4,2) does 5 products per 4
-         * input columns where the block has that form */
-        t += B->tconv_w.frame ? qtts_conv_wino_macs(&B->tconv_w) : conv_macs(&B->tconv) * r;
-        r *= B->stride;
-        for (int k = 0; k < 3; k++) {
-            /* the k7 conv as it runs: the Winograd form does 12 products per
-             * 6 of a frame's columns (F(6,7)), 10 per 4 (F(4,7)) or 8 per 2
-             * (F(2,7)) */
-            const qtts_conv_wino *w = &B->res[k].wino1;
-            t += w->frame ? qtts_conv_wino_macs(w) : conv_macs(&B->res[k].conv1) * r;
-            t += conv_macs(&B->res[k].conv2) * r;
-        }
-    }
-    t += conv_macs(&d->dec_out) * r;
     return t;
 }
 

@@ -149,38 +149,9 @@ static double conv_macs(const qtts_conv1d *c, double n) {
     return (double)c->cout * c->cin * c->taps * n;
 }
 
-/* A residual unit's k7 conv over T frames: as run (Winograd form: 12
- * products per 6 columns, 10 per 4 or 8 per 2), or direct. */
-static double conv1_macs(const qtts_codec_resunit *R, double n, int T) {
-    const qtts_conv_wino *w = &R->wino1;
-    if (!w->frame) return conv_macs(&R->conv1, n);
-    return qtts_conv_wino_macs(w) * T;
-}
-
-/* A block's transposed conv over T frames (n input columns): as run
- * (Winograd F(4,2): 5 products per 4 columns), or direct. */
-static double tconv_macs(const qtts_codec_block *B, double n, int T) {
-    if (!B->tconv_w.frame) return conv_macs(&B->tconv, n);
-    return qtts_conv_wino_macs(&B->tconv_w) * T;
-}
-
 /* Multiply-adds of the convolutions of a T-frame window, as they run. */
 static double decoder_macs(const qtts_codec_decoder *d, int T) {
-    double n = T, m = conv_macs(&d->pre_conv, n);
-    for (int i = 0; i < d->n_ups; i++) {
-        m += conv_macs(&d->upx[i].tconv, n);
-        n *= d->upx[i].stride;
-        m += conv_macs(&d->upx[i].pw1, n) + conv_macs(&d->upx[i].pw2, n);
-    }
-    m += conv_macs(&d->dec0, n);
-    for (int b = 0; b < d->n_blocks; b++) {
-        const qtts_codec_block *B = &d->blocks[b];
-        m += tconv_macs(B, n, T);
-        n *= B->stride;
-        for (int r = 0; r < 3; r++)
-            m += conv1_macs(&B->res[r], n, T) + conv_macs(&B->res[r].conv2, n);
-    }
-    return m + conv_macs(&d->dec_out, n);
+    return qtts_codec_decoder_conv_macs(d) * T;
 }
 
 /* ==== stage timing through the hook ====================================== */

@@ -494,6 +494,30 @@ qtts_status qtts_codec_decoder_load(const char *model_dir, const qtts_config *cf
     return QTTS_OK;
 }
 
+static double conv_macs(const qtts_conv1d *c) { return (double)c->cout * c->cin * c->taps; }
+
+double qtts_codec_decoder_conv_macs(const qtts_codec_decoder *d) {
+    double r = 1, t = conv_macs(&d->pre_conv);   /* r: columns per frame at this stage */
+    for (int i = 0; i < d->n_ups; i++) {
+        const qtts_codec_upsample *u = &d->upx[i];
+        t += conv_macs(&u->tconv) * r;
+        r *= u->stride;
+        t += (conv_macs(&u->pw1) + conv_macs(&u->pw2)) * r;
+    }
+    t += conv_macs(&d->dec0) * r;
+    for (int b = 0; b < d->n_blocks; b++) {
+        const qtts_codec_block *B = &d->blocks[b];
+        t += B->tconv_w.frame ? qtts_conv_wino_macs(&B->tconv_w) : conv_macs(&B->tconv) * r;
+        r *= B->stride;
+        for (int k = 0; k < 3; k++) {
+            const qtts_conv_wino *w = &B->res[k].wino1;
+            t += w->frame ? qtts_conv_wino_macs(w) : conv_macs(&B->res[k].conv1) * r;
+            t += conv_macs(&B->res[k].conv2) * r;
+        }
+    }
+    return t + conv_macs(&d->dec_out) * r;
+}
+
 void qtts_codec_decoder_drop_direct(qtts_codec_decoder *d) {
     for (int b = 0; b < d->n_blocks; b++)
         for (int r = 0; r < 3; r++) {

@@ -160,6 +160,14 @@ typedef struct {
     void *user;
 } qtts_codec_hook;
 
+/* Multiply-adds of the decoder's blocked convolutions per frame, as they
+ * run (a conv with its Winograd form counted at its products: 12 per 6
+ * columns for F(6,7), 10 per 4 for F(4,7), 8 per 2 for F(2,7), 5 per 4
+ * for F(4,2)); the quantizer, the transformer, the depthwise convs, the
+ * transforms and the element-wise work left out. For benchmarks' FLOP
+ * rates and floors. */
+double qtts_codec_decoder_conv_macs(const qtts_codec_decoder *d);
+
 /* Samples per frame (1920). */
 static inline int qtts_codec_samples_per_frame(const qtts_codec_decoder *d) { return d->upsample; }
 
