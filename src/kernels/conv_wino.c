@@ -405,9 +405,6 @@ typedef struct {
 #define SEQ(name) name##_16
 #define WIDE __attribute__((target("avx512f")))
 #include "conv_wino_seq.h"
-#undef VW
-#undef SEQ
-#undef WIDE
 #define VW 8
 #define SEQ(name) name##_8
 #if !defined(__SANITIZE_THREAD__)   /* TSan cannot run ifunc resolvers */
@@ -416,9 +413,6 @@ typedef struct {
 #define WIDE
 #endif
 #include "conv_wino_seq.h"
-#undef VW
-#undef SEQ
-#undef WIDE
 /* the AVX-512 copies where the CPU has AVX-512, as a target_clones
  * resolver would pick (libgcc fills the CPU model before main: a read) */
 #define PICK(name) (__builtin_cpu_supports("avx512f") ? name##_16 : name##_8)
@@ -427,9 +421,6 @@ typedef struct {
 #define SEQ(name) name##_16
 #define WIDE
 #include "conv_wino_seq.h"
-#undef VW
-#undef SEQ
-#undef WIDE
 #define PICK(name) name##_16
 #endif
 

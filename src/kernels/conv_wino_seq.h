@@ -2,7 +2,8 @@
  * conv_wino_seq.h - the Winograd transforms' loops over a class sequence's
  * groups (conv_wino.c), included once per vector width. The includer
  * defines VW (groups per vector), SEQ(name) (the name of this width's
- * copy) and WIDE (the copy's target attributes); the transforms (IN_TF*,
+ * copy) and WIDE (the copy's target attributes), which it undefines at
+ * its end; the transforms (IN_TF*,
  * OUT_TF*) are conv_wino.c's. Elementwise IEEE operations with no
  * contraction: every width gives the same bits.
  */
@@ -159,3 +160,6 @@ WIDE static void SEQ(out_seq42)(float *const yp[6], const float *const m[MAX_NPT
 }
 
 #undef vf
+#undef VW
+#undef SEQ
+#undef WIDE
