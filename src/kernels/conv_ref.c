@@ -91,12 +91,22 @@ static void pack_task(void *ctx, int task) {
     }
 }
 
+bool qtts_conv1d_alloc(qtts_conv1d *c, int cout, int cin, int taps, int dil) {
+    QTTS_ASSERT(cout > 0 && cin > 0 && taps > 0 && dil > 0);
+    memset(c, 0, sizeof(*c));
+    const int nblk = (cout + MR - 1) / MR;
+    if (!(c->w = qtts_aligned_alloc((size_t)nblk * taps * cin * MR * sizeof(float)))) return false;
+    c->cout = cout;
+    c->cin = cin;
+    c->taps = taps;
+    c->dil = dil;
+    return true;
+}
+
 static bool pack(qtts_conv1d *c, const float *w, const float *bias, int rows, int cin, int taps,
                  int dil, int tr_cout, int tr_k, int tr_s) {
-    memset(c, 0, sizeof(*c));
+    if (!qtts_conv1d_alloc(c, rows, cin, taps, dil)) return false;
     const int nblk = (rows + MR - 1) / MR;
-    c->w = qtts_aligned_alloc((size_t)nblk * taps * cin * MR * sizeof(float));
-    if (!c->w) return false;
     if (bias) {
         c->bias = qtts_malloc(sizeof(float) * rows);
         if (!c->bias) {
@@ -110,10 +120,6 @@ static bool pack(qtts_conv1d *c, const float *w, const float *bias, int rows, in
     const int per = (int)QTTS_MAX(1, QTTS_MIN((size_t)nblk, (1u << 20) / blk_bytes));
     pack_job j = {c->w, w, rows, cin, taps, tr_cout, tr_k, tr_s, per, nblk};
     qtts_parallel_for((nblk + per - 1) / per, pack_task, &j);
-    c->cout = rows;
-    c->cin = cin;
-    c->taps = taps;
-    c->dil = dil;
     return true;
 }
 

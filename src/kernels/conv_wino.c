@@ -178,34 +178,54 @@ bool qtts_conv_wino_applies(const qtts_conv1d *c, int frame) {
 }
 
 /* W_i[co][ci] = sum_k G[i][k] w[co][ci][k] in double, rounded once, for
- * the QTTS_CONV_MR output channels of one task, one packed block of c->w
- * ([cout/8][k * cin + ci][8]). */
+ * the QTTS_CONV_MR output channels of one packed block (one task): read
+ * from block `task` of c->w ([cout/8][k * cin + ci][8]) and written into
+ * the same block of each point's packed 1-tap conv ([cout/8][ci][8]). The
+ * eight channels of a block lie side by side in both, so the sums run on
+ * all eight at once; rows past cout are zero in c->w and come out +0. */
 typedef struct {
     const qtts_conv1d *c;
     int npt;
     const double *num[MAX_NPT];   /* row i of G's numerators */
     const double *den;
-    float *wi;            /* [npt][cout][cin] */
+    float *pt[MAX_NPT];           /* each point's packed weights */
 } wino_pt_job;
 
-static void wino_pt_task(void *ctx, int task) {
-    const wino_pt_job *j = ctx;
-    const int cout = j->c->cout, cin = j->c->cin, R = j->c->taps, K = R * cin;
-    const size_t per = (size_t)cout * cin;
-    const int co1 = QTTS_MIN(cout, (task + 1) * QTTS_CONV_MR);
-    for (int co = task * QTTS_CONV_MR; co < co1; co++) {
-        const float *wg = j->c->w + (size_t)(co / QTTS_CONV_MR) * K * QTTS_CONV_MR +
-                          co % QTTS_CONV_MR;
-        for (int ci = 0; ci < cin; ci++) {
-            double g[TAPS];
-            for (int k = 0; k < R; k++) g[k] = wg[((size_t)k * cin + ci) * QTTS_CONV_MR];
+/* Four channels of a block as one vector (GCC vector extensions: each
+ * lane the scalar operation, so the bits of the scalar code; fp
+ * contraction is off). R is a constant in each caller's copy, so that the
+ * R tap vectors and the sum stay in registers. */
+typedef double pt_v4d __attribute__((vector_size(32)));
+typedef float pt_v4f __attribute__((vector_size(16)));
+
+static inline __attribute__((always_inline)) void pt_block(const wino_pt_job *j, int task,
+                                                           const int R) {
+    const int cin = j->c->cin, MR = QTTS_CONV_MR;
+    const float *src = j->c->w + (size_t)task * R * cin * MR;
+    for (int ci = 0; ci < cin; ci++)
+        for (int h = 0; h < MR; h += 4) {
+            pt_v4d g[TAPS];
+            for (int k = 0; k < R; k++) {
+                pt_v4f f;
+                memcpy(&f, src + ((size_t)k * cin + ci) * MR + h, sizeof(f));
+                g[k] = __builtin_convertvector(f, pt_v4d);
+            }
             for (int i = 0; i < j->npt; i++) {
-                double s = 0;
+                pt_v4d s = {0, 0, 0, 0};
                 for (int k = 0; k < R; k++) s += j->num[i][k] * g[k];
-                j->wi[per * i + (size_t)co * cin + ci] = (float)(s / j->den[i]);
+                const pt_v4f o = __builtin_convertvector(s / j->den[i], pt_v4f);
+                memcpy(j->pt[i] + ((size_t)task * cin + ci) * MR + h, &o, sizeof(o));
             }
         }
-    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+__attribute__((target_clones("avx2", "default")))   /* 4 doubles a vector */
+#endif
+static void wino_pt_task(void *ctx, int task) {
+    const wino_pt_job *j = ctx;
+    if (j->c->taps == 7) pt_block(j, task, 7);
+    else pt_block(j, task, 2);
 }
 
 bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
@@ -221,24 +241,20 @@ bool qtts_conv_wino_init(qtts_conv_wino *w, const qtts_conv1d *c, int frame) {
     for (int r = 0; r < d; r++) {   /* class r's group over its last M starts at len - M */
         const int len = class_len(w, r);
         w->left = QTTS_MAX(w->left, (R - 1 + QTTS_MAX(0, M - len)) * d - r);
+        w->ngroups += class_groups(len, M);
     }
-    const size_t per = (size_t)cout * cin;
-    float *wi = qtts_malloc(sizeof(float) * per * (size_t)w->npt);   /* [npt][cout][cin] */
-    bool ok = wi != NULL;
-    if (ok) {
-        for (int r = 0; r < d; r++) w->ngroups += class_groups(class_len(w, r), M);
-        wino_pt_job j = {.c = c, .npt = w->npt,
-                         .den = R == 2 ? G42_DEN : M == 6 ? G6_DEN : M == 4 ? G4_DEN : G2_DEN,
-                         .wi = wi};
-        for (int i = 0; i < w->npt; i++)
-            j.num[i] = R == 2 ? G42_NUM[i] : i < w->npt - 1 ? G7_NUM[i] : G7_INF;
-        qtts_parallel_for((cout + QTTS_CONV_MR - 1) / QTTS_CONV_MR, wino_pt_task, &j);
-        for (int i = 0; i < w->npt && ok; i++)
-            ok = qtts_conv1d_init(&w->pt[i], wi + per * i, NULL, cout, cin, 1, 1);
+    wino_pt_job j = {.c = c, .npt = w->npt,
+                     .den = R == 2 ? G42_DEN : M == 6 ? G6_DEN : M == 4 ? G4_DEN : G2_DEN};
+    for (int i = 0; i < w->npt; i++) {
+        j.num[i] = R == 2 ? G42_NUM[i] : i < w->npt - 1 ? G7_NUM[i] : G7_INF;
+        if (!qtts_conv1d_alloc(&w->pt[i], cout, cin, 1, 1)) {
+            qtts_conv_wino_free(w);
+            return false;
+        }
+        j.pt[i] = w->pt[i].w;
     }
-    qtts_free(wi);
-    if (!ok) qtts_conv_wino_free(w);
-    return ok;
+    qtts_parallel_for((cout + QTTS_CONV_MR - 1) / QTTS_CONV_MR, wino_pt_task, &j);
+    return true;
 }
 
 /* ==== transforms ========================================================= */

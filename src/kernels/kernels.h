@@ -268,6 +268,11 @@ typedef struct {
 bool qtts_conv1d_init(qtts_conv1d *c, const float *w, const float *bias, int cout, int cin,
                       int taps, int dil);
 
+/* A conv of this shape whose packed weights c->w (layout above, rows past
+ * cout included) the caller writes; no bias. false on allocation failure
+ * (c is then empty). */
+bool qtts_conv1d_alloc(qtts_conv1d *c, int cout, int cin, int taps, int dil);
+
 /* Pack a torch ConvTranspose1d weight w[cin, cout, k] with stride s
  * (k % s == 0) whose output is trimmed to exactly n*s samples (k - s
  * dropped on the right) as an equivalent polyphase causal conv with s*cout
