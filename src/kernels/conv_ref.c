@@ -103,6 +103,35 @@ bool qtts_conv1d_alloc(qtts_conv1d *c, int cout, int cin, int taps, int dil) {
     return true;
 }
 
+/* A transposed conv whose cout is a whole number of blocks: block b is
+ * channels cb = b % (cout/MR) of phase b / (cout/MR), so a task takes
+ * channel blocks cb (blocks_per_task of them) in every phase at once. The
+ * MR channels' weights of one input channel, [MR][k] in the source, are
+ * then read once and contiguously for all s phases; block by block, each
+ * phase would read that span again (s times the source for block 1's
+ * 75 MB). Same values, same places as pack_task. */
+static void pack_tr_task(void *ctx, int task) {
+    const pack_job *j = ctx;
+    const int nco = j->tr_cout / MR, cin = j->cin, taps = j->taps, k = j->tr_k, s = j->tr_s;
+    const int cb0 = task * j->blocks_per_task, cb1 = QTTS_MIN(nco, cb0 + j->blocks_per_task);
+    const size_t plane = (size_t)cin * MR, span = (size_t)MR * k;   /* span: floats */
+    for (int cb = cb0; cb < cb1; cb++)
+        for (int ci = 0; ci < cin; ci++) {
+            const float *src = j->w + ((size_t)ci * j->tr_cout + (size_t)cb * MR) * k;
+            if (ci + PACK_AHEAD < cin) {   /* input channels are a slab apart */
+                const char *a = (const char *)(src + (size_t)PACK_AHEAD * j->tr_cout * k);
+                for (size_t o = 0; o < span * sizeof(float); o += 64) __builtin_prefetch(a + o);
+            }
+            for (int p = 0; p < s; p++) {
+                float *d = j->dst + (size_t)(p * nco + cb) * taps * plane + (size_t)ci * MR;
+                /* tap t reads input shift q = taps - 1 - t */
+                for (int t = 0; t < taps; t++)
+                    for (int r = 0; r < MR; r++)
+                        d[t * plane + r] = src[(size_t)r * k + p + (size_t)(taps - 1 - t) * s];
+            }
+        }
+}
+
 static bool pack(qtts_conv1d *c, const float *w, const float *bias, int rows, int cin, int taps,
                  int dil, int tr_cout, int tr_k, int tr_s) {
     if (!qtts_conv1d_alloc(c, rows, cin, taps, dil)) return false;
@@ -119,7 +148,13 @@ static bool pack(qtts_conv1d *c, const float *w, const float *bias, int rows, in
     const size_t blk_bytes = (size_t)taps * cin * MR * sizeof(float);
     const int per = (int)QTTS_MAX(1, QTTS_MIN((size_t)nblk, (1u << 20) / blk_bytes));
     pack_job j = {c->w, w, rows, cin, taps, tr_cout, tr_k, tr_s, per, nblk};
-    qtts_parallel_for((nblk + per - 1) / per, pack_task, &j);
+    if (tr_s && tr_cout % MR == 0) {
+        const int nco = tr_cout / MR;
+        j.blocks_per_task = (int)QTTS_MAX(1, QTTS_MIN((size_t)nco, (1u << 20) / (blk_bytes * tr_s)));
+        qtts_parallel_for((nco + j.blocks_per_task - 1) / j.blocks_per_task, pack_tr_task, &j);
+    } else {
+        qtts_parallel_for((nblk + per - 1) / per, pack_task, &j);
+    }
     return true;
 }
 

@@ -82,9 +82,12 @@ static void test_conv1d_kernel(void) {
 }
 
 static void test_convtr1d_kernel(void) {
-    /* torch ConvTranspose1d(cin, cout, k, stride s), output trimmed to n*s */
+    /* torch ConvTranspose1d(cin, cout, k, stride s), output trimmed to n*s;
+     * couts that are whole blocks of 8 take the packing by channel block
+     * (all phases at once), the others the packing by polyphase block */
     const struct { int cin, cout, k, s, n; } cases[] = {
         {3, 5, 2, 2, 7}, {4, 9, 16, 8, 5}, {6, 3, 10, 5, 9}, {2, 1, 6, 3, 11},
+        {3, 8, 4, 2, 6}, {5, 16, 16, 8, 4}, {7, 24, 6, 3, 5},
     };
     uint64_t seed = 7;
     for (size_t ci = 0; ci < QTTS_ARRAY_LEN(cases); ci++) {
