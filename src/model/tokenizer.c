@@ -49,6 +49,8 @@
 
 #define VOCAB_FILE_MAX ((size_t)64 << 20)
 #define MERGES_FILE_MAX ((size_t)64 << 20)
+#define MERGE_BATCH 32     /* merges.txt lines looked up together */
+#define VOCAB_AHEAD 16     /* vocab.json keys a slot is prefetched ahead */
 #define CONFIG_FILE_MAX ((size_t)16 << 20)
 
 /* ------------------------------------------------------------------ */
@@ -235,14 +237,18 @@ static size_t pow2_at_least(size_t n) {
     return c;
 }
 
-static int32_t vocab_find(const qtts_tokenizer *t, const char *s, size_t n) {
-    uint64_t hv = hash_bytes(s, n);
+/* hv: hash_bytes(s, n) */
+static int32_t vocab_find_h(const qtts_tokenizer *t, const char *s, size_t n, uint64_t hv) {
     uint32_t tag = (uint32_t)(hv >> 32);
     for (size_t h = (size_t)hv & t->vmask;; h = (h + 1) & t->vmask) {
         const vocab_slot *v = &t->vhash[h];
         if (v->id < 0) return -1;
         if (v->hash == tag && v->len == n && memcmp(t->arena + v->off, s, n) == 0) return v->id;
     }
+}
+
+static int32_t vocab_find(const qtts_tokenizer *t, const char *s, size_t n) {
+    return vocab_find_h(t, s, n, hash_bytes(s, n));
 }
 
 static const merge_slot *merge_find(const qtts_tokenizer *t, int32_t a, int32_t b) {
@@ -321,6 +327,12 @@ static qtts_status load_vocab(qtts_tokenizer *t, const char *path, qtts_err *err
         const qtts_json *v = doc->items[i];
         const char *key = doc->keys[i];
         size_t klen = doc->key_lens[i];
+        /* the slot of a key some way ahead (the table is read at random;
+         * see load_merges) */
+        if (i + VOCAB_AHEAD < n)
+            __builtin_prefetch(&t->vhash[(size_t)hash_bytes(doc->keys[i + VOCAB_AHEAD],
+                                                            doc->key_lens[i + VOCAB_AHEAD]) &
+                                         t->vmask]);
         if (klen == 0) {
             st = qtts_fail(err, QTTS_ERR_FORMAT, "%s: empty token string", path);
             goto out;
@@ -420,64 +432,104 @@ static qtts_status load_merges(qtts_tokenizer *t, const char *path, qtts_err *er
         st = qtts_fail(err, QTTS_ERR_NOMEM, "%s: out of memory", path);
         goto out;
     }
+    /* Lines go in batches: parse a batch and prefetch the vocab slots of
+     * its tokens (then the strings those slots point to), look the tokens
+     * up, prefetch the merge slots, insert. The
+     * tables (8 MB each for 151k entries) are read at random, one cache
+     * miss per probe; a line at a time, those misses came one after
+     * another (half of the tokenizer's load). The order of the work on
+     * each table, and so every table and error, is a line's at a time. */
+    struct {
+        size_t off[3], len[3];   /* the two tokens in s, the merged one in cat */
+        uint64_t hv[3];
+        size_t line_no;
+    } b[MERGE_BATCH];
     size_t p = 0, line_no = 0;
     while (p < len) {
-        size_t e_ = p;
-        while (e_ < len && s[e_] != '\n' && s[e_] != '\r') e_++;
-        size_t next = e_ < len ? e_ + 1 + (s[e_] == '\r' && e_ + 1 < len && s[e_ + 1] == '\n') : len;
-        line_no++;
-        /* split [p, e_) into fields on Python whitespace (strip is implied) */
-        size_t fs[3], fe[3];
-        int nf = 0;
-        size_t i = p;
-        while (i < e_ && nf < 3) {
-            size_t j = i;
-            if (space_at(s, &j)) { i = j; continue; }
-            fs[nf] = i;
-            while (i < e_) {
-                j = i;
-                if (space_at(s, &j)) break;
-                i = j;
+        int nb = 0, bad_nf = 0;   /* bad_nf: fields of a malformed line that ends the batch */
+        size_t cl = 0;
+        while (p < len && nb < MERGE_BATCH && !bad_nf) {
+            size_t e_ = p;
+            while (e_ < len && s[e_] != '\n' && s[e_] != '\r') e_++;
+            size_t next = e_ < len ? e_ + 1 + (s[e_] == '\r' && e_ + 1 < len && s[e_ + 1] == '\n') : len;
+            line_no++;
+            /* split [p, e_) into fields on Python whitespace (strip is implied) */
+            size_t fs[3], fe[3];
+            int nf = 0;
+            size_t i = p;
+            while (i < e_ && nf < 3) {
+                size_t j = i;
+                if (space_at(s, &j)) { i = j; continue; }
+                fs[nf] = i;
+                while (i < e_) {
+                    j = i;
+                    if (space_at(s, &j)) break;
+                    i = j;
+                }
+                fe[nf++] = i;
             }
-            fe[nf++] = i;
-        }
-        if (nf == 0 || (line_no == 1 && fe[0] - fs[0] >= 9 && memcmp(s + fs[0], "#version:", 9) == 0)) {
             p = next;
-            continue;
+            if (nf == 0 || (line_no == 1 && fe[0] - fs[0] >= 9 && memcmp(s + fs[0], "#version:", 9) == 0))
+                continue;
+            if (nf != 2) {
+                bad_nf = nf;
+                break;
+            }
+            b[nb].line_no = line_no;
+            b[nb].off[2] = cl;
+            for (int k = 0; k < 2; k++) {
+                b[nb].off[k] = fs[k];
+                b[nb].len[k] = fe[k] - fs[k];
+                memcpy(cat + cl, s + fs[k], fe[k] - fs[k]);
+                cl += fe[k] - fs[k];
+            }
+            b[nb].len[2] = cl - b[nb].off[2];
+            for (int k = 0; k < 3; k++) {
+                const char *tk = k < 2 ? (const char *)s + b[nb].off[k] : cat + b[nb].off[2];
+                b[nb].hv[k] = hash_bytes(tk, b[nb].len[k]);
+                __builtin_prefetch(&t->vhash[(size_t)b[nb].hv[k] & t->vmask]);
+            }
+            nb++;
         }
-        if (nf != 2) {
+        /* then the arena strings of the slots the probes start at */
+        for (int m = 0; m < nb; m++)
+            for (int k = 0; k < 3; k++) {
+                const vocab_slot *v = &t->vhash[(size_t)b[m].hv[k] & t->vmask];
+                if (v->id >= 0) __builtin_prefetch(t->arena + v->off);
+            }
+        int32_t ids[MERGE_BATCH][3];
+        for (int m = 0; m < nb; m++)
+            for (int k = 0; k < 3; k++) {
+                const char *tk = k < 2 ? (const char *)s + b[m].off[k] : cat + b[m].off[2];
+                ids[m][k] = vocab_find_h(t, tk, b[m].len[k], b[m].hv[k]);
+                if (ids[m][k] >= 0) continue;
+                qtts_fail(err, QTTS_ERR_FORMAT, "%s: line %zu: %s token %s is not in vocab.json",
+                          path, b[m].line_no, k < 2 ? "merge" : "merged",
+                          quote(q1, sizeof q1, tk, b[m].len[k]));
+                qtts_free(cat);
+                st = QTTS_ERR_FORMAT;
+                goto out;
+            }
+        uint64_t key[MERGE_BATCH];
+        for (int m = 0; m < nb; m++) {
+            key[m] = (uint64_t)(uint32_t)ids[m][0] << 32 | (uint32_t)ids[m][1];
+            __builtin_prefetch(&t->mhash[(size_t)hash_u64(key[m]) & t->mmask]);
+        }
+        for (int m = 0; m < nb; m++) {
+            size_t h = (size_t)hash_u64(key[m]) & t->mmask;
+            while (t->mhash[h].key != UINT64_MAX && t->mhash[h].key != key[m]) h = (h + 1) & t->mmask;
+            if (t->mhash[h].key == UINT64_MAX) { /* a repeated pair keeps its first rank */
+                t->mhash[h].key = key[m];
+                t->mhash[h].rank = (uint32_t)t->n_merges++;
+                t->mhash[h].id = ids[m][2];
+            }
+        }
+        if (bad_nf) {
             qtts_free(cat);
             st = qtts_fail(err, QTTS_ERR_FORMAT, "%s: line %zu: expected two tokens, found %s",
-                           path, line_no, nf == 1 ? "one" : "more");
+                           path, line_no, bad_nf == 1 ? "one" : "more");
             goto out;
         }
-        int32_t ids[3];
-        size_t cl = 0;
-        for (int k = 0; k < 2; k++) {
-            memcpy(cat + cl, s + fs[k], fe[k] - fs[k]);
-            cl += fe[k] - fs[k];
-            ids[k] = vocab_find(t, (const char *)s + fs[k], fe[k] - fs[k]);
-        }
-        ids[2] = vocab_find(t, cat, cl);
-        for (int k = 0; k < 3; k++) {
-            if (ids[k] >= 0) continue;
-            const char *tk = k < 2 ? (const char *)s + fs[k] : cat;
-            size_t tl = k < 2 ? fe[k] - fs[k] : cl;
-            qtts_fail(err, QTTS_ERR_FORMAT, "%s: line %zu: %s token %s is not in vocab.json",
-                      path, line_no, k < 2 ? "merge" : "merged", quote(q1, sizeof q1, tk, tl));
-            qtts_free(cat);
-            st = QTTS_ERR_FORMAT;
-            goto out;
-        }
-        uint64_t key = (uint64_t)(uint32_t)ids[0] << 32 | (uint32_t)ids[1];
-        size_t h = (size_t)hash_u64(key) & t->mmask;
-        while (t->mhash[h].key != UINT64_MAX && t->mhash[h].key != key) h = (h + 1) & t->mmask;
-        if (t->mhash[h].key == UINT64_MAX) { /* a repeated pair keeps its first rank */
-            t->mhash[h].key = key;
-            t->mhash[h].rank = (uint32_t)t->n_merges++;
-            t->mhash[h].id = ids[2];
-        }
-        p = next;
     }
     qtts_free(cat);
 out:

@@ -566,6 +566,19 @@ static void test_hostile_merges(void) {
     load_expect(QTTS_ERR_FORMAT, "invalid UTF-8", "bad UTF-8");
     write_merges("a b\n#version: 0.2\n"); /* only the first line may be the header */
     load_expect(QTTS_ERR_FORMAT, "line 2", "late header");
+    /* Lines are looked up in batches: the first bad line is still the one
+     * named, whatever comes after it in its batch, and line numbers run on
+     * across batches (a repeated pair is allowed). */
+    write_merges("a c\nq r s\n");
+    load_expect(QTTS_ERR_FORMAT, "line 1: merged token \"ac\"", "unknown token before a bad line");
+    char many[1024] = "";
+    for (int i = 0; i < 70; i++) strcat(many, i == 45 ? "a\n" : "a b\n");
+    write_merges(many);
+    load_expect(QTTS_ERR_FORMAT, "line 46", "a bad line in the second batch");
+    many[0] = 0;
+    for (int i = 0; i < 70; i++) strcat(many, i == 66 ? "b zz\n" : i % 2 ? "a b\n" : "b c\n");
+    write_merges(many);
+    load_expect(QTTS_ERR_FORMAT, "line 67: merge token \"zz\"", "an unknown token in the third batch");
 }
 
 static void test_hostile_config(void) {
