@@ -85,6 +85,11 @@ ATTN_INLINE void attn_fold8x4(float *r, qtts_v8f a, qtts_v8f b, qtts_v8f c, qtts
 
 /* 8 values from p, zeros past n (n < 8) */
 static inline qtts_v8f attn_load8(const float *p, int n) {
+#if defined(__AVX2__)
+    /* GCC 12 builds the vector below in memory from two 16-byte copies
+     * and reloads it whole, a store-forwarding stall per load */
+    if (n >= 8) return (qtts_v8f)_mm256_loadu_ps(p);
+#endif
     qtts_v8f v = {0};
     if (n >= 8) memcpy(&v, p, sizeof v);
     else memcpy(&v, p, sizeof(float) * (size_t)n);
@@ -375,6 +380,44 @@ ATTN_INLINE void attn_out64(float *o, const float *p, size_t ldp, const int nh, 
     }
 }
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+/* attn_out64 for one head in 8-lane vectors: eight sums, a loaded V
+ * vector and p_j fit the 16 ymm registers, where attn_out64's 16-lane
+ * vectors (two ymm each: 8 sums and 8 loaded values) spilled. The same
+ * chains (each output its own), so the same bits. */
+ATTN_INLINE void attn_out64_8(float *o, const float *p, const void *v, size_t ldv, int ctx, int d,
+                              bool pf, const void *next, int next_rows, bool acc,
+                              const bool bf16) {
+    const int near = ATTN_PF_NEAR(bf16), far = ATTN_PF_FAR(bf16);
+    qtts_v8f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0}, s6 = {0}, s7 = {0};
+    if (acc) {
+        s0 = attn_load8(o, 8), s1 = attn_load8(o + 8, 8), s2 = attn_load8(o + 16, 8);
+        s3 = attn_load8(o + 24, 8), s4 = attn_load8(o + 32, 8), s5 = attn_load8(o + 40, 8);
+        s6 = attn_load8(o + 48, 8), s7 = attn_load8(o + 56, 8);
+    }
+    for (int j = 0; j < ctx; j++) {
+        const void *vj = attn_at(v, (size_t)j * ldv, bf16);
+        if (pf) {
+            attn_prefetch_row(v, ldv, ctx, next, next_rows, j + near, d, bf16, true);
+            attn_prefetch_row(v, ldv, ctx, next, next_rows, j + far, d, bf16, false);
+        }
+        const float pj = p[j];
+        s0 = s0 + pj * attn_load8kv(vj, 0, 8, bf16);
+        s1 = s1 + pj * attn_load8kv(vj, 8, 8, bf16);
+        s2 = s2 + pj * attn_load8kv(vj, 16, 8, bf16);
+        s3 = s3 + pj * attn_load8kv(vj, 24, 8, bf16);
+        s4 = s4 + pj * attn_load8kv(vj, 32, 8, bf16);
+        s5 = s5 + pj * attn_load8kv(vj, 40, 8, bf16);
+        s6 = s6 + pj * attn_load8kv(vj, 48, 8, bf16);
+        s7 = s7 + pj * attn_load8kv(vj, 56, 8, bf16);
+    }
+    _mm256_storeu_ps(o, (__m256)s0), _mm256_storeu_ps(o + 8, (__m256)s1);
+    _mm256_storeu_ps(o + 16, (__m256)s2), _mm256_storeu_ps(o + 24, (__m256)s3);
+    _mm256_storeu_ps(o + 32, (__m256)s4), _mm256_storeu_ps(o + 40, (__m256)s5);
+    _mm256_storeu_ps(o + 48, (__m256)s6), _mm256_storeu_ps(o + 56, (__m256)s7);
+}
+#endif
+
 ATTN_INLINE void attn_out_t(float *out, const float *p, size_t ldp, int nh, const void *v,
                             size_t ldv, int ctx, int d, bool acc, const void *next,
                             int next_rows, const bool bf16) {
@@ -388,9 +431,14 @@ ATTN_INLINE void attn_out_t(float *out, const float *p, size_t ldp, int nh, cons
              * next's first rows as it ends */
             const bool pf = h == 0 && i == 0;
             const void *vi = attn_at(v, (size_t)i, bf16);
+#if defined(__AVX2__) && !defined(__AVX512F__)
+            attn_out64_8(oh + i, ph, vi, ldv, ctx, d, pf, next, next_rows, acc, bf16);
+            (void)two;
+#else
             if (two)
                 attn_out64(oh + i, ph, ldp, 2, vi, ldv, ctx, d, pf, next, next_rows, acc, bf16);
             else attn_out64(oh + i, ph, ldp, 1, vi, ldv, ctx, d, pf, next, next_rows, acc, bf16);
+#endif
         }
         for (int hh = 0; hh < 1 + two; hh++)
             for (int ii = i; ii < d; ii++) {
