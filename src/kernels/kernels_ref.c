@@ -218,7 +218,8 @@ void qtts_mat_row(float *out, const qtts_mat *W, int row) {
  * registers the target has (GCC splits them), with the scalar code's
  * operations per element, so the same bits on every target. */
 typedef float ref_v8f __attribute__((vector_size(32), aligned(4)));
-typedef double ref_v8d __attribute__((vector_size(64)));
+typedef float ref_v4f __attribute__((vector_size(16), aligned(4)));
+typedef double ref_v4d __attribute__((vector_size(32)));
 
 /* (a macro: a function returning a 32-byte vector would change the ABI
  * on targets without AVX) */
@@ -242,15 +243,19 @@ typedef double ref_v8d __attribute__((vector_size(64)));
  * the reference's fp32 reduction. The multiplies by inv and w are per
  * element. */
 REF_WIDE void qtts_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
-    ref_v8d acc = {0};
+    /* lanes 0-3 and 4-7 as two 4-double vectors: one 8-double vector (two
+     * ymm on AVX2) went through the stack every step, 2 us a row of 1024 */
+    ref_v4d lo = {0}, hi = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        ref_v8f v;
-        LOAD8F(v, x + i);
-        const ref_v8d d = __builtin_convertvector(v, ref_v8d);
-        acc += d * d;
+        ref_v4f a, b;
+        memcpy(&a, x + i, sizeof a);
+        memcpy(&b, x + i + 4, sizeof b);
+        const ref_v4d da = __builtin_convertvector(a, ref_v4d), db = __builtin_convertvector(b, ref_v4d);
+        lo += da * da;
+        hi += db * db;
     }
-    double ss = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    double ss = ((lo[0] + hi[0]) + (lo[1] + hi[1])) + ((lo[2] + hi[2]) + (lo[3] + hi[3]));
     for (int j = i; j < n; j++) ss += (double)x[j] * x[j];
     const float inv = 1.0f / sqrtf((float)(ss / n) + eps);
     for (i = 0; i + 8 <= n; i += 8) {
