@@ -434,11 +434,11 @@ static qtts_status load_merges(qtts_tokenizer *t, const char *path, qtts_err *er
     }
     /* Lines go in batches: parse a batch and prefetch the vocab slots of
      * its tokens (then the strings those slots point to), look the tokens
-     * up, prefetch the merge slots, insert. The
-     * tables (8 MB each for 151k entries) are read at random, one cache
-     * miss per probe; a line at a time, those misses came one after
-     * another (half of the tokenizer's load). The order of the work on
-     * each table, and so every table and error, is a line's at a time. */
+     * up, prefetch the merge slots, insert. The tables (8 MB each for 151k
+     * entries) are read at random, one cache miss per probe; a line at a
+     * time, those misses came one after another (half of the tokenizer's
+     * load). The order of the work on each table, and so every table and
+     * error, is a line's at a time. */
     struct {
         size_t off[3], len[3];   /* the two tokens in s, the merged one in cat */
         uint64_t hv[3];
