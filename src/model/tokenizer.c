@@ -433,12 +433,11 @@ static qtts_status load_merges(qtts_tokenizer *t, const char *path, qtts_err *er
         goto out;
     }
     /* Lines go in batches: parse a batch and prefetch the vocab slots of
-     * its tokens (then the strings those slots point to), look the tokens
-     * up, prefetch the merge slots, insert. The tables (8 MB each for 151k
-     * entries) are read at random, one cache miss per probe; a line at a
-     * time, those misses came one after another (half of the tokenizer's
-     * load). The order of the work on each table, and so every table and
-     * error, is a line's at a time. */
+     * its tokens, look the tokens up, prefetch the merge slots, insert.
+     * The tables (8 MB each for 151k entries) are read at random, one cache
+     * miss per probe; a line at a time, those misses came one after
+     * another (half of the tokenizer's load). The order of the work on
+     * each table, and so every table and error, is a line's at a time. */
     struct {
         size_t off[3], len[3];   /* the two tokens in s, the merged one in cat */
         uint64_t hv[3];
@@ -491,12 +490,6 @@ static qtts_status load_merges(qtts_tokenizer *t, const char *path, qtts_err *er
             }
             nb++;
         }
-        /* then the arena strings of the slots the probes start at */
-        for (int m = 0; m < nb; m++)
-            for (int k = 0; k < 3; k++) {
-                const vocab_slot *v = &t->vhash[(size_t)b[m].hv[k] & t->vmask];
-                if (v->id >= 0) __builtin_prefetch(t->arena + v->off);
-            }
         int32_t ids[MERGE_BATCH][3];
         for (int m = 0; m < nb; m++)
             for (int k = 0; k < 3; k++) {
