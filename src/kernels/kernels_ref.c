@@ -243,8 +243,8 @@ typedef double ref_v4d __attribute__((vector_size(32)));
  * the reference's fp32 reduction. The multiplies by inv and w are per
  * element. */
 REF_WIDE void qtts_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
-    /* lanes 0-3 and 4-7 as two 4-double vectors: one 8-double vector (two
-     * ymm on AVX2) went through the stack every step, 2 us a row of 1024 */
+    /* lanes 0-3 and 4-7 as two 4-double vectors: GCC 12 keeps one
+     * 8-double vector (two ymm on AVX2) on the stack, a round trip per step */
     ref_v4d lo = {0}, hi = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8) {
