@@ -79,7 +79,25 @@ struct qtts_pool {
     _Atomic int stop;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+
+    /* A job lent to one worker (qtts_pool_lend). The lender takes the slot
+     * (LEND_NONE -> LEND_SETUP), writes lend_fn and lend_ctx and stores
+     * LEND_POSTED (release); the worker that moves it to LEND_RUNNING runs
+     * the job and stores LEND_DONE (release), which the lender's wait
+     * turns back to LEND_NONE. */
+    _Alignas(64) _Atomic int lend;
+    qtts_task_fn lend_fn;
+    void *lend_ctx;
+    /* The lent job's own parallel-fors (lend_run), published like a job
+     * (sub_fn, sub_ctx; sub_work: n_tasks << 32 | next; sub_done) for the
+     * lender to help with while it waits (qtts_pool_lend_wait). */
+    qtts_task_fn sub_fn;
+    void *sub_ctx;
+    _Alignas(64) _Atomic uint64_t sub_work;
+    _Alignas(64) _Atomic int sub_done;
 };
+
+enum { LEND_NONE, LEND_SETUP, LEND_POSTED, LEND_RUNNING, LEND_DONE };
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -200,6 +218,9 @@ static uint32_t wait_gen(qtts_pool *p, int participant, uint32_t seen) {
 }
 
 static _Thread_local int t_participant;   /* 0: a caller; 1..: this worker's index */
+static _Thread_local bool t_serial;       /* qtts_threads_set_local_serial */
+static _Thread_local qtts_pool *t_lent;   /* the pool whose lent job this worker runs */
+static _Thread_local bool t_in_sub;       /* in a task of a lent job's parallel-for */
 
 int qtts_thread_participant(void) { return t_participant; }
 
@@ -210,6 +231,21 @@ static void *worker_main(void *arg) {
     uint32_t seen = 0;
     for (;;) {
         seen = wait_gen(p, participant, seen);
+        /* a posted lend first, so that one posted before the pool's
+         * destruction still runs */
+        int posted = LEND_POSTED;
+        if (atomic_load_explicit(&p->lend, memory_order_acquire) == LEND_POSTED &&
+            atomic_compare_exchange_strong(&p->lend, &posted, LEND_RUNNING)) {
+            /* the lent job's own parallel-fors (lend_run) are this worker's
+             * and the lender's, when it waits: as participant 1 of a pool of
+             * two (the lender is 0), whatever the pool's size */
+            t_lent = p;
+            t_participant = 1;
+            p->lend_fn(p->lend_ctx, 0);
+            t_participant = participant;
+            t_lent = NULL;
+            atomic_store_explicit(&p->lend, LEND_DONE, memory_order_release);
+        }
         if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
         run_tasks(p);
     }
@@ -230,6 +266,7 @@ qtts_pool *qtts_pool_create(int n_threads) {
     pthread_mutex_init(&p->run_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    atomic_init(&p->lend, LEND_NONE);
     if (n > 1) {
         if (!(p->threads = qtts_calloc((size_t)(n - 1), sizeof *p->threads)) ||
             !(p->args = qtts_calloc((size_t)(n - 1), sizeof *p->args)))
@@ -267,6 +304,80 @@ void qtts_pool_destroy(qtts_pool *p) {
 
 int qtts_pool_size(const qtts_pool *p) { return p ? p->n : 1; }
 
+/* A new generation for the workers, waking any that sleep. */
+static void wake_workers(qtts_pool *p) {
+    atomic_fetch_add(&p->gen, 1);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* Claims and runs tasks of the lent job's current parallel-for until none
+ * is left. The claim is tried only while one is left, so that a lender
+ * polling between them does not keep bumping the counter. */
+static void run_sub_tasks(qtts_pool *p) {
+    for (;;) {
+        uint64_t w = atomic_load_explicit(&p->sub_work, memory_order_acquire);
+        if ((uint32_t)w >= (uint32_t)(w >> 32)) return;
+        w = atomic_fetch_add_explicit(&p->sub_work, 1, memory_order_acq_rel);
+        const uint32_t i = (uint32_t)w, n = (uint32_t)(w >> 32);
+        if (i >= n) return;
+        const bool in_sub = t_in_sub;
+        t_in_sub = true;   /* a parallel-for inside the task runs on its thread */
+        p->sub_fn(p->sub_ctx, (int)i);
+        t_in_sub = in_sub;
+        atomic_fetch_add_explicit(&p->sub_done, 1, memory_order_release);
+    }
+}
+
+/* A parallel-for on the worker running a lent job: published for the
+ * lender to help with, run here until every task is claimed, then waited
+ * for. The same publication rules as a job's (fn and ctx are rewritten
+ * only after every claimed task finished). */
+static void lend_run(qtts_pool *p, int n_tasks, qtts_task_fn fn, void *ctx) {
+    p->sub_fn = fn;
+    p->sub_ctx = ctx;
+    atomic_store_explicit(&p->sub_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->sub_work, (uint64_t)n_tasks << 32, memory_order_release);
+    run_sub_tasks(p);
+    for (unsigned i = 1; atomic_load_explicit(&p->sub_done, memory_order_acquire) < n_tasks; i++) {
+        cpu_relax();
+        if ((i & 255) == 0) sched_yield();   /* the lender was descheduled mid-task */
+    }
+}
+
+bool qtts_pool_lend(qtts_pool *p, qtts_task_fn fn, void *ctx) {
+    if (!p || p->n_started < 1 || t_serial || t_lent || t_in_sub) return false;
+    int none = LEND_NONE;
+    if (!atomic_compare_exchange_strong(&p->lend, &none, LEND_SETUP)) return false;
+    p->lend_fn = fn;
+    p->lend_ctx = ctx;
+    atomic_store_explicit(&p->lend, LEND_POSTED, memory_order_release);
+    wake_workers(p);
+    return true;
+}
+
+bool qtts_pool_lend_done(qtts_pool *p) {
+    const int st = p ? atomic_load_explicit(&p->lend, memory_order_acquire) : LEND_NONE;
+    return st == LEND_NONE || st == LEND_DONE;
+}
+
+void qtts_pool_lend_wait(qtts_pool *p) {
+    if (!p || atomic_load_explicit(&p->lend, memory_order_acquire) == LEND_NONE) return;
+    /* help with the lent job's parallel-fors while it runs; the tasks run
+     * as participant 0 with their own parallel-fors inline */
+    const int outer = t_participant;
+    t_participant = 0;
+    while (atomic_load_explicit(&p->lend, memory_order_acquire) != LEND_DONE) {
+        run_sub_tasks(p);
+        cpu_relax();
+    }
+    t_participant = outer;
+    atomic_store_explicit(&p->lend, LEND_NONE, memory_order_release);
+}
+
 void qtts_pool_run(qtts_pool *p, int n_tasks, qtts_task_fn fn, void *ctx) {
     if (n_tasks <= 0) return;
     QTTS_ASSERT(n_tasks < (1 << 30));
@@ -278,12 +389,7 @@ void qtts_pool_run(qtts_pool *p, int n_tasks, qtts_task_fn fn, void *ctx) {
     p->ctx = ctx;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     atomic_store_explicit(&p->work, (uint64_t)n_tasks << 32, memory_order_release);
-    atomic_fetch_add(&p->gen, 1);
-    if (atomic_load(&p->sleepers) > 0) {
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-    }
+    wake_workers(p);
     /* the caller is participant 0 of its own job, whatever it is elsewhere
      * (a worker of another pool), so that no two threads of a job share one */
     const int outer = t_participant;
@@ -395,17 +501,33 @@ int qtts_threads_init(int n_threads) {
     return n;
 }
 
-int qtts_threads_count(void) { return qtts_pool_size(atomic_load(&g_pool)); }
+int qtts_threads_count(void) {
+    if (t_serial) return 1;
+    if (t_lent) return 2;   /* the lent worker and the lender (lend_run) */
+    return qtts_pool_size(atomic_load(&g_pool));
+}
+
+bool qtts_threads_lend(qtts_task_fn fn, void *ctx) {
+    return qtts_pool_lend(atomic_load_explicit(&g_pool, memory_order_acquire), fn, ctx);
+}
+bool qtts_threads_lend_done(void) {
+    return qtts_pool_lend_done(atomic_load_explicit(&g_pool, memory_order_acquire));
+}
+void qtts_threads_lend_wait(void) {
+    qtts_pool_lend_wait(atomic_load_explicit(&g_pool, memory_order_acquire));
+}
 
 void qtts_threads_shutdown(void) { qtts_threads_init(1); }
-
-static _Thread_local bool t_serial;
 
 void qtts_threads_set_local_serial(bool serial) { t_serial = serial; }
 
 void qtts_parallel_for(int n_tasks, qtts_task_fn fn, void *ctx) {
-    if (t_serial) {
+    if (t_serial || t_in_sub || (t_lent && n_tasks == 1)) {
         for (int i = 0; i < n_tasks; i++) fn(ctx, i);
+        return;
+    }
+    if (t_lent) {
+        lend_run(t_lent, n_tasks, fn, ctx);
         return;
     }
     qtts_pool_run(atomic_load_explicit(&g_pool, memory_order_acquire), n_tasks, fn, ctx);

@@ -65,6 +65,27 @@ void qtts_parallel_for(int n_tasks, qtts_task_fn fn, void *ctx);
  * other held it. Results are the same bits either way. */
 void qtts_threads_set_local_serial(bool serial);
 
+/* Lending one worker: fn(ctx, 0) runs on a worker of the pool, with its
+ * parallel-fors on itself (local serial, qtts_threads_count() 1 there),
+ * while the lender's jobs go on with the other participants (the tasks
+ * are claimed dynamically, so a job simply has one thread fewer). For two
+ * stages of a pipeline on a machine with few cores: one that reads
+ * memory (the talker) beside one that computes (the codec) keeps both
+ * cores doing what each does best. One lend at a time per pool: false
+ * (nothing run) when another is out, the pool has no worker, or the
+ * caller is itself local serial; the caller then runs fn itself.
+ * qtts_pool_lend_done: no lend is out, or it has finished (its results
+ * visible to the caller); qtts_pool_lend_wait: waits for it to finish and
+ * frees the lend (no-op when none is out). The lender must wait before
+ * the pool is destroyed or resized. */
+bool qtts_pool_lend(qtts_pool *p, qtts_task_fn fn, void *ctx);
+bool qtts_pool_lend_done(qtts_pool *p);
+void qtts_pool_lend_wait(qtts_pool *p);
+/* The same on the process-wide pool. */
+bool qtts_threads_lend(qtts_task_fn fn, void *ctx);
+bool qtts_threads_lend_done(void);
+void qtts_threads_lend_wait(void);
+
 /* Work for a participant that would otherwise wait: a worker between jobs,
  * the caller while the last tasks of its job finish. fn(participant) is
  * called between polls (participant 0 is the calling thread, 1.. the

@@ -8,7 +8,12 @@
  * contiguous split with stealing (qtts_steal) hands every unit out once,
  * each thread of a job has its own participant index,
  * keeps each part's chunks in order and moves a slow part's work; the
- * cache-size parser behind qtts_llc_bytes.
+ * cache-size parser behind qtts_llc_bytes; lending a worker: the lent job
+ * runs on another thread as participant 1 of two, its parallel-fors run
+ * every task once there and with the lender while it waits (a task that
+ * needs a second thread to finish gets one), the lender's own jobs run
+ * meanwhile, one lend at a time, none with one thread or from a serial
+ * caller.
  * Built under ThreadSanitizer by `make test-tsan`. Prints the dispatch
  * cost for information.
  */
@@ -424,6 +429,98 @@ static void test_round_trip(void) {
     qtts_threads_shutdown();
 }
 
+/* Lending a worker of the process-wide pool (qtts_threads_lend). */
+typedef struct {
+    pthread_t lender;
+    _Atomic int go;            /* the lender's checks are done: the job may end */
+    _Atomic int bad;
+    _Atomic int started;       /* tasks of the pair job that began */
+    _Atomic int pair_ok;       /* the pair job's two tasks ran side by side */
+    job j;                     /* the parallel-fors' bookkeeping */
+    _Atomic unsigned long on_lender;   /* tasks the lender ran */
+    bool lend_inside;          /* a lend from inside the lent job */
+} lend_job;
+
+static void lent_sub_task(void *ctx, int i) {
+    lend_job *l = ctx;
+    job_task(&l->j, i);
+    const bool lender = pthread_equal(pthread_self(), l->lender);
+    if (lender) atomic_fetch_add(&l->on_lender, 1);
+    if (qtts_thread_participant() != (lender ? 0 : 1)) atomic_fetch_add(&l->bad, 1);
+}
+
+/* Two tasks that each wait (up to 5 s) for the other to start: they end
+ * only if a second thread (the waiting lender) takes one. */
+static void pair_task(void *ctx, int i) {
+    lend_job *l = ctx;
+    atomic_fetch_add(&l->started, 1);
+    const double t0 = qtts_now();
+    while (atomic_load(&l->started) < 2)
+        if (qtts_now() - t0 > 5) return;
+    atomic_fetch_add(&l->pair_ok, 1);
+}
+
+static void lent_main(void *ctx, int task) {
+    lend_job *l = ctx;
+    if (task != 0 || pthread_equal(pthread_self(), l->lender)) atomic_fetch_add(&l->bad, 1);
+    if (qtts_threads_count() != 2 || qtts_thread_participant() != 1) atomic_fetch_add(&l->bad, 1);
+    l->lend_inside = qtts_threads_lend(lent_sub_task, l);
+    static const int sizes[] = {1, 2, 3, 7, 16, 64, 1000};
+    for (int g = 0; g < 300; g++) {
+        const int n = sizes[g % (int)QTTS_ARRAY_LEN(sizes)];
+        l->j.gen = g;
+        atomic_store(&l->j.runs, 0);
+        for (int i = 0; i < n; i++) l->j.out[i] = -1;
+        qtts_parallel_for(n, lent_sub_task, l);
+        bool ok = atomic_load(&l->j.runs) == n;
+        for (int i = 0; i < n; i++) ok = ok && l->j.out[i] == g * 7 + i;
+        if (!ok) atomic_fetch_add(&l->bad, 1);
+        if (g == 10)   /* the lender is not waiting yet: the worker runs them all */
+            while (!atomic_load(&l->go)) busy_wait_us(10);
+    }
+    qtts_parallel_for(2, pair_task, l);
+}
+
+static void test_lend(void) {
+    qtts_threads_shutdown();
+    CHECK(!qtts_threads_lend(lent_sub_task, NULL), "one thread: nothing to lend");
+    CHECK(qtts_threads_lend_done(), "one thread: none out");
+    qtts_threads_lend_wait();   /* none out: returns */
+    REQUIRE(qtts_threads_init(2) == 2, "two threads");
+    for (int round = 0; round < 20; round++) {
+        lend_job l = {.lender = pthread_self()};
+        REQUIRE(qtts_threads_lend(lent_main, &l), "round %d: lend", round);
+        CHECK(!qtts_threads_lend(lent_main, &l), "round %d: a second lend", round);
+        CHECK(!qtts_threads_lend_done(), "round %d: done before go", round);
+        /* the lender's own job meanwhile: all of it on the lender */
+        job j = {.gen = round};
+        atomic_init(&j.runs, 0);
+        qtts_parallel_for(100, job_task, &j);
+        CHECK(atomic_load(&j.runs) == 100 && j.out[99] == round * 7 + 99, "round %d: own job",
+              round);
+        qtts_threads_set_local_serial(true);
+        CHECK(!qtts_threads_lend(lent_main, &l), "round %d: lend from a serial caller", round);
+        qtts_threads_set_local_serial(false);
+        atomic_store(&l.go, 1);
+        qtts_threads_lend_wait();
+        CHECK(qtts_threads_lend_done(), "round %d: done after the wait", round);
+        CHECK(atomic_load(&l.bad) == 0, "round %d: %d bad checks in the lent job", round,
+              atomic_load(&l.bad));
+        CHECK(!l.lend_inside, "round %d: a lend from inside the lent job", round);
+        CHECK(atomic_load(&l.pair_ok) == 2, "round %d: the lender did not help (%d)", round,
+              atomic_load(&l.pair_ok));
+        if (round == 0)
+            printf("  lender ran %lu of the lent job's tasks\n", atomic_load(&l.on_lender));
+    }
+    /* a lend again after the wait; the pool's jobs run on both threads again */
+    lend_job l = {.lender = pthread_self()};
+    atomic_store(&l.go, 1);
+    CHECK(qtts_threads_lend(lent_main, &l), "lend after the wait");
+    qtts_threads_lend_wait();
+    CHECK(atomic_load(&l.bad) == 0 && atomic_load(&l.pair_ok) == 2, "second lend");
+    qtts_threads_shutdown();
+}
+
 int main(void) {
     TEST_RUN(test_cache_size);
     TEST_RUN(test_many_dispatches);
@@ -438,5 +535,6 @@ int main(void) {
     TEST_RUN(test_steal_threads);
     TEST_RUN(test_dispatch_latency);
     TEST_RUN(test_round_trip);
+    TEST_RUN(test_lend);
     TEST_END();
 }
