@@ -94,13 +94,14 @@ test-asan:
 
 # ThreadSanitizer on the tests that exercise threads: the library is rebuilt
 # with TSan and only test_thread* / test_kernels* (the pool),
-# test_http* / test_request* / test_server* (the server) and the two
-# voice-cloning encoders (their convs, ELUs and quantizer on the pool) run.
+# test_http* / test_request* / test_server* (the server), the two
+# voice-cloning encoders (their convs, ELUs and quantizer on the pool) and
+# test_overlap (the codec on a lent worker beside generation) run.
 TSAN_FLAGS = -O1 -fno-omit-frame-pointer -fsanitize=thread
 test-tsan:
 	$(MAKE) BUILD=build-tsan CFLAGS="$(TSAN_FLAGS)" test-some \
 	    TEST_ONLY="test_thread% test_kernels% test_http% test_request% test_server% \
-	               test_codec_encoder% test_speaker_encoder%"
+	               test_codec_encoder% test_speaker_encoder% test_overlap%"
 
 test-some: $(filter $(addprefix $(BUILD)/tests/,$(TEST_ONLY)),$(TEST_BIN))
 	@tests/run.sh $^

@@ -74,6 +74,9 @@ static void usage_synth(FILE *f) {
         "                           same samples, bit for bit, as the default 300-frame windows)\n"
         "      --stream-chunk N     frames per decode when streaming (default 12; implies --stream)\n"
         "      --stream-first N     frames before the first audio (default 1)\n"
+        "      --serial-codec       when streaming on 2+ threads, decode each push between two\n"
+        "                           frames on all threads, not beside generation on one (same\n"
+        "                           samples; beside is faster where generation waits on memory)\n"
         "      --f32                write 32-bit float samples (WAV format 3, or raw f32le with --raw)\n"
         "      --speed X            speak X times faster (0.25-4; below 1 slower) at the same pitch;\n"
         "                           the codes are unchanged (default 1)\n"
@@ -288,7 +291,7 @@ static int cmd_synth(int argc, char **argv) {
     const char *codes_out = NULL, *codes_in = NULL, *backend = NULL;
     const char *ref_audio = NULL, *voice_in = NULL, *voice_out = NULL;
     const char *quant_talker = NULL, *quant_cp = NULL, *codec = NULL, *kv_cache = NULL;
-    bool check_weights = false;
+    bool check_weights = false, serial_codec = false;
     bool raw = false, f32 = false, quiet = false, list_spk = false, list_lang = false;
     int max_frames = -1, threads = 0;
     double max_seconds = -1;
@@ -343,6 +346,7 @@ static int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--codec")) codec = NEXT();
         else if (!strcmp(a, "--kv-cache")) kv_cache = NEXT();
         else if (!strcmp(a, "--check-weights")) check_weights = true;
+        else if (!strcmp(a, "--serial-codec")) serial_codec = true;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
         else die("synth: unknown option '%s' (see qwen3-tts synth --help)", a);
 #undef NEXT
@@ -363,6 +367,7 @@ static int cmd_synth(int argc, char **argv) {
     eo.codec = codec;
     eo.kv_cache = kv_cache;
     eo.check_weights = check_weights;
+    eo.serial_codec = serial_codec;
     /* the inputs before the model: a missing file or text fails at once */
     char *text_buf = NULL;
     void *ref_buf = NULL;

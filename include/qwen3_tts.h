@@ -92,6 +92,15 @@ typedef struct {
      * weights once; off by default, when a bad value shows up instead as a
      * QTTS_ERR_NUMERIC failure of the first request it reaches. */
     bool check_weights;
+    /* Streamed audio (qtts_request.stream_chunk_frames) on the CPU backend
+     * with two or more threads decodes each push after the first on one of
+     * the engine's threads while the others go on generating (the talker
+     * waits on memory, the codec on arithmetic: side by side they finish
+     * sooner than one after the other on all threads; docs/PERFORMANCE.md).
+     * true decodes every push between two frames on all threads instead.
+     * The samples are the same bits either way; only when they are
+     * delivered changes. Sessions with manual decoding never overlap. */
+    bool serial_codec;
 } qtts_engine_options;
 
 void qtts_engine_options_init(qtts_engine_options *o);

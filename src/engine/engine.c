@@ -73,6 +73,7 @@ struct qtts_engine {
     qtts_codec_encoder *cenc;      /* Base models: codec encoder (reference codes) */
     qtts_backend *backend;         /* runs the decode-time stages */
     bool codec_bf16;               /* the codec's convs run in bf16 (options.codec) */
+    bool serial_codec;             /* options.serial_codec */
     int n_threads;
     qtts_engine_stats *stats;      /* bench only (engine_internal.h); NULL normally */
 };
@@ -98,6 +99,16 @@ struct qtts_session {
     qtts_codec_stream *ref_cs;
     int32_t *ref_key;              /* [ref_key_frames, 16] */
     int ref_key_frames;
+    /* A push decoding on a worker lent by the pool (stream_run) while this
+     * thread generates: its codes (a copy, as frames[] may move), its
+     * frame count, outcome and time. The frames count as decoded from the
+     * launch; their samples (in wav) are delivered by push_collect. */
+    bool push_out;
+    int push_n, push_cap;
+    int32_t *push_codes;
+    qtts_status push_st;
+    qtts_err push_err;
+    double push_s;
 
     /* the request in flight, from qtts_session_start to finish/cancel */
     ses_state state;
@@ -106,6 +117,7 @@ struct qtts_session {
     int ref_frames;                /* in-context cloning: reference frames before frames[0..] */
     size_t skip_samples;           /* in-context cloning: samples still to cut from the front */
     bool hold_audio;               /* decode only at finish (see qtts_session_start) */
+    bool overlap;                  /* streamed pushes after the first go to a lent worker */
     int stream_n, stream_first;    /* streaming: largest push, frames before the first */
     int stream_next;               /*   frames the next push waits for */
     qtts_stretch *stretch;         /* the request's speed change (NULL at speed 1) */
@@ -232,6 +244,7 @@ qtts_status qtts_engine_open(const char *dir, const qtts_engine_options *opts, q
      * backends upload the direct weights (a GPU runs those convs direct) */
     if (!codec_bf16 && cpu) qtts_codec_decoder_drop_direct(e->codec);
     e->codec_bf16 = codec_bf16;
+    e->serial_codec = opts->serial_codec;
     if ((st = qtts_st_set_open(dir, "model", &e->weights, err))) goto fail;
     if ((st = qtts_talker_load_quant(&e->cfg, e->weights, &quant, &e->talker, err))) goto fail;
     /* before any state: each session's cache takes this format */
@@ -304,6 +317,8 @@ void qtts_engine_stats_get(const qtts_engine *e, qtts_engine_stats *out) {
     else memset(out, 0, sizeof *out);
 }
 
+void qtts_engine_set_serial_codec(qtts_engine *e, bool serial) { e->serial_codec = serial; }
+
 void qtts_engine_stats_reset(qtts_engine *e) {
     if (e->stats) memset(e->stats, 0, sizeof *e->stats);
 }
@@ -346,6 +361,7 @@ void qtts_session_free(qtts_session *s) {
     qtts_codec_stream_free(s->cs);
     qtts_codec_stream_free(s->ref_cs);
     qtts_free(s->ref_key);
+    qtts_free(s->push_codes);
     qtts_free(s->frames);
     qtts_free(s->wav);
     qtts_free(s);
@@ -456,31 +472,84 @@ static qtts_status stream_ready(qtts_session *s, int run, qtts_err *err) {
     return QTTS_OK;
 }
 
-/* Streaming: decodes frames [decoded, decoded + n) through the session's
- * stream and delivers their samples (after up to skip_samples cut from the
- * front). */
-static qtts_status stream_run(qtts_session *s, int n, qtts_err *err) {
-    const qtts_codec_decoder *d = s->eng->codec;
-    const size_t ns = (size_t)n * d->upsample;
-    qtts_status st = ensure_wav(s, ns, err);
-    if (st) return st;
-    qtts_engine_stats *stats = s->eng->stats;
-    const double t0 = stats ? qtts_now() : 0;
-    st = qtts_codec_stream_push(s->cs, s->frames + (size_t)s->decoded * QTTS_NUM_CODEBOOKS, n,
-                                s->wav, err);
-    if (stats) {
-        stats->codec_s += qtts_now() - t0;
-        stats->codec_calls++;
-        stats->codec_frames += n;
-        stats->codec_frames_run += n;
-    }
-    if (st) return st;
-    s->decoded += n;
+/* The samples of a push of n frames (in wav) after it ran: checked, up
+ * to skip_samples cut from the front, delivered. */
+static qtts_status stream_deliver(qtts_session *s, int n, qtts_err *err) {
+    const size_t ns = (size_t)n * s->eng->codec->upsample;
     if (!qtts_all_finite(s->wav, ns))
         return qtts_fail(err, QTTS_ERR_NUMERIC, "the codec decoder produced non-finite samples");
     const size_t k = QTTS_MIN(s->skip_samples, ns);
     s->skip_samples -= k;
     return deliver(s, s->wav + k, ns - k, err);
+}
+
+static void add_codec_stats(qtts_session *s, int n, double secs) {
+    qtts_engine_stats *stats = s->eng->stats;
+    if (!stats) return;
+    stats->codec_s += secs;
+    stats->codec_calls++;
+    stats->codec_frames += n;
+    stats->codec_frames_run += n;
+}
+
+/* The lent worker's job: the push of stream_run. */
+static void push_task(void *ctx, int task) {
+    (void)task;
+    qtts_session *s = ctx;
+    const double t0 = qtts_now();
+    s->push_st = qtts_codec_stream_push(s->cs, s->push_codes, s->push_n, s->wav, &s->push_err);
+    s->push_s = qtts_now() - t0;
+}
+
+/* Waits for the push on the lent worker, if one is out, and delivers its
+ * samples. Every use of the stream or of wav comes after this. */
+static qtts_status push_collect(qtts_session *s, qtts_err *err) {
+    if (!s->push_out) return QTTS_OK;
+    qtts_threads_lend_wait();
+    s->push_out = false;
+    add_codec_stats(s, s->push_n, s->push_s);
+    if (s->push_st) {
+        if (err) *err = s->push_err;
+        return s->push_st;
+    }
+    return stream_deliver(s, s->push_n, err);
+}
+
+/* Streaming: decodes frames [decoded, decoded + n) through the session's
+ * stream and delivers their samples (after up to skip_samples cut from the
+ * front). With overlap, a push after the first is handed to a worker lent
+ * by the pool and this returns at once: generation goes on with the
+ * pool's other threads while it decodes, and push_collect delivers its
+ * samples (at the next frame that finds it done, or before anything else
+ * uses the stream). The first push runs here on every thread: its samples
+ * are the time to first audio. */
+static qtts_status stream_run(qtts_session *s, int n, qtts_err *err) {
+    qtts_status st = push_collect(s, err);
+    if (st) return st;
+    if ((st = ensure_wav(s, (size_t)n * s->eng->codec->upsample, err))) return st;
+    const int32_t *codes = s->frames + (size_t)s->decoded * QTTS_NUM_CODEBOOKS;
+    if (s->overlap && s->decoded > s->ref_frames) {
+        const size_t bytes = sizeof(int32_t) * (size_t)n * QTTS_NUM_CODEBOOKS;
+        if (n > s->push_cap) {   /* without memory for the copy, the push runs here */
+            int32_t *p = qtts_realloc(s->push_codes, bytes);
+            if (p) s->push_codes = p, s->push_cap = n;
+        }
+        if (n <= s->push_cap) {
+            memcpy(s->push_codes, codes, bytes);
+            s->push_n = n;
+            if (qtts_threads_lend(push_task, s)) {
+                s->push_out = true;
+                s->decoded += n;
+                return QTTS_OK;
+            }
+        }
+    }
+    const double t0 = qtts_now();
+    st = qtts_codec_stream_push(s->cs, codes, n, s->wav, err);
+    add_codec_stats(s, n, qtts_now() - t0);
+    if (st) return st;
+    s->decoded += n;
+    return stream_deliver(s, n, err);
 }
 
 /* Keeps the stream's state after the reference frames (see ref_cs). Without
@@ -522,9 +591,11 @@ static qtts_status stream_skip(qtts_session *s, int n, qtts_err *err) {
 /* stream_run, after an in-context clone's reference frames, whose samples
  * are all cut: the stream skips them and keeps its state after them. */
 static qtts_status stream_push(qtts_session *s, int n, qtts_err *err) {
+    qtts_status st = push_collect(s, err);
+    if (st) return st;
     if (s->decoded < s->ref_frames) {
         const int m = QTTS_MIN(n, s->ref_frames - s->decoded);
-        const qtts_status st = stream_skip(s, m, err);
+        st = stream_skip(s, m, err);
         if (st) return st;
         if (s->decoded == s->ref_frames) keep_reference_state(s);
         n -= m;
@@ -642,6 +713,10 @@ static int on_gen_frame(void *user, int frame, const int32_t *codes) {
     memcpy(s->frames + (size_t)at * QTTS_NUM_CODEBOOKS, codes,
            QTTS_NUM_CODEBOOKS * sizeof(int32_t));
     s->n_frames = at + 1;
+    /* a push done on the lent worker: its samples go out now */
+    if (s->push_out && qtts_threads_lend_done() &&
+        (s->cb_status = push_collect(s, &s->cb_err)))
+        return 1;
     if (req->on_frame && req->on_frame(req->user, frame, codes)) {
         s->cb_status = qtts_fail(&s->cb_err, QTTS_ERR_CANCELLED, "cancelled by the caller");
         return 1;
@@ -707,6 +782,11 @@ static qtts_status gen_params_from_request(const qtts_engine *e, const qtts_requ
 
 /* Drops the request in flight (if any); the session is idle again. */
 static void session_reset(qtts_session *s) {
+    if (s->push_out) {   /* its samples are dropped with the request */
+        qtts_threads_lend_wait();
+        s->push_out = false;
+    }
+    s->overlap = false;
     qtts_gen_end(&s->gen);
     qtts_prompt_free(&s->prompt);
     memset(&s->prompt, 0, sizeof s->prompt);
@@ -881,6 +961,7 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         if ((st = stream_ready(s, QTTS_MAX(n, first), err))) goto done;
         s->stream_n = n;
         s->stream_first = s->stream_next = first;
+        s->overlap = !e->serial_codec && !s->manual_decode && e->n_threads > 1;
         if (s->ref_frames) stream_reference(s);
     }
     if (req->speed != 0 && req->speed != 1) {
@@ -999,6 +1080,9 @@ qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_err *
         if (err) *err = s->err;
         break;
     case SES_DONE:
+        s->overlap = false;   /* nothing left to overlap */
+        st = push_collect(s, err);
+        if (st) break;
         if (s->ref_frames && !s->stream_n) {
             const int total = s->n_frames;
             const double n_all = (double)total * s->eng->codec->upsample;

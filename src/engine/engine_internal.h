@@ -37,6 +37,11 @@ qtts_status qtts_engine_stats_enable(qtts_engine *e, qtts_error *err);
 void qtts_engine_stats_get(const qtts_engine *e, qtts_engine_stats *out);  /* zeros if off */
 void qtts_engine_stats_reset(qtts_engine *e);
 
+/* The engine's serial_codec (qtts_engine_options) from the next request
+ * on, for the benchmark to time the stages (serial) and the same request
+ * as users get it; not while a session runs. */
+void qtts_engine_set_serial_codec(qtts_engine *e, bool serial);
+
 /* The loaded stages (read-only views). */
 const qtts_talker_weights *qtts_engine_talker(const qtts_engine *e);
 const qtts_codec_decoder *qtts_engine_codec(const qtts_engine *e);
