@@ -23,7 +23,10 @@
  *
  *   bench_codec [--model DIR] [--frames 24] [--threads 1,2] [--runs 3]
  *               [--no-convs] [--no-stream] [--stream-frames 48]
- *               [--push 1,4,24] [--bf16]
+ *               [--push 1,4,24] [--bf16] [--conv LABEL]
+ *
+ * --conv LABEL times only the convs whose label contains LABEL (e.g.
+ * "decoder.1 res conv1 winograd"), to profile one shape alone.
  *
  * --bf16 runs the decoder with bf16 convolutions (qtts_codec_decoder_to_bf16)
  * and first reports their error against the fp32 decoder on the same codes.
@@ -224,11 +227,13 @@ static void bench_decode(const qtts_codec_decoder *d, int T, int runs, double pe
 /* ==== single convolutions ================================================= */
 
 static qtts_conv_ws *ws;
+static const char *conv_only;   /* --conv: only the convs whose label holds it */
 
 /* One conv over n columns (frames frames): direct, or through its Winograd
  * form when w is given (GFLOP/s then of the products it does). */
 static void bench_conv_w(const char *label, const qtts_conv1d *c, const qtts_conv_wino *w, int n,
                          int frames, int runs, bool accumulate) {
+    if (conv_only && !strstr(label, conv_only)) return;
     /* the history the conv reads (the Winograd form's left, where given) */
     const int P = QTTS_MAX((c->taps - 1) * c->dil, w ? w->left : 0);
     const size_t ldx = (size_t)n + P;
@@ -389,12 +394,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-convs")) convs = false;
         else if (!strcmp(a, "--no-stream")) stream = false;
         else if (!strcmp(a, "--bf16")) bf16 = true;
+        else if (!strcmp(a, "--conv") && v) conv_only = v, i++;
         else if (!strcmp(a, "--stream-frames") && v) stream_frames = atoi(v), i++;
         else if (!strcmp(a, "--push") && v) n_pushes = parse_list(v, pushes, 8), i++;
         else {
             fprintf(stderr, "usage: bench_codec [--model DIR] [--frames N] [--threads 1,2] "
                             "[--runs N] [--no-convs] [--no-stream] [--stream-frames N] "
-                            "[--push 1,4,24] [--bf16]\n");
+                            "[--push 1,4,24] [--bf16] [--conv LABEL]\n");
             return 2;
         }
     }
@@ -454,7 +460,7 @@ int main(int argc, char **argv) {
         const double peak = probe(3, &peak_cpu);
         printf("\n== %d thread%s: FMA probe %.1f GFLOP/s (%.1f per cpu-s) ==\n", nt,
                nt == 1 ? "" : "s", peak, peak_cpu);
-        bench_decode(d, frames, runs, peak, peak_cpu);
+        if (!conv_only) bench_decode(d, frames, runs, peak, peak_cpu);
         if (convs) {
             printf("  convs (one window of %d frames):\n", frames);
             bench_convs(d, frames, runs);
