@@ -521,6 +521,7 @@ typedef struct {
     double bw_talker_s, bw_cp_s, fma, int8;  /* probes */
     double rt_ns[2];                          /* round_trip_ns before and after the run */
     double ov_ttfa_s, ov_rtf, ov_ratio;       /* the overlapped run after it, and its RTF / rtf */
+    double ov_tcp_ms, ov_codec_ms;            /*   its talker + CP and codec (one thread) ms/frame */
 } run_result;
 
 /* v[r] = the double at byte offset off of rr[r]. */
@@ -530,9 +531,11 @@ static void field_of(const run_result *rr, int runs, size_t off, double *v) {
 
 /* A progress line's note on the run's overlapped twin. */
 static const char *ov_note(const run_result *r, bool overlap) {
-    static char b[96];
+    static char b[160];
     if (!overlap) return "";
-    snprintf(b, sizeof b, "; codec beside generation: TTFA %.2f s, RTF %.2f", r->ov_ttfa_s, r->ov_rtf);
+    snprintf(b, sizeof b,
+             "; codec beside generation: talker + CP %.1f, codec %.1f ms/frame, TTFA %.2f s, RTF %.2f",
+             r->ov_tcp_ms, r->ov_codec_ms, r->ov_ttfa_s, r->ov_rtf);
     return b;
 }
 
@@ -804,6 +807,8 @@ int qtts_cmd_bench(int argc, char **argv) {
             rr[r].ov_ttfa_s = o.ttfa_s;
             rr[r].ov_rtf = o.rtf;
             rr[r].ov_ratio = rr[r].rtf > 0 ? o.rtf / rr[r].rtf : 0;
+            rr[r].ov_tcp_ms = o.talker_ms + o.cp_ms;
+            rr[r].ov_codec_ms = o.codec_ms;
         }
         rr[r].rt_ns[0] = rt0;
         rr[r].rt_ns[1] = round_trip_ns();

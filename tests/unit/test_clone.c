@@ -539,6 +539,33 @@ static void test_cli(void) {
                   qtts_json_get_bool(mach, "cp_resident", &resident) && llc >= 0 &&
                   resident == (llc > 0) && rt && rt->type == QTTS_JSON_NULL,
               "bench --json machine block: rc %d, %s %s", rc, jerr.msg, out);
+        bool ov = true;
+        CHECK(doc && qtts_json_get_bool(doc, "codec_overlap", &ov) && !ov &&
+                  !qtts_json_get(doc, "serial_codec"),
+              "bench --json -j 1: no run beside generation: %s", out);
+        qtts_json_free(doc);
+    }
+    /* on two threads each timed run has its twin with the codec beside
+     * generation, whose RTF is the one given; --serial-codec drops it */
+    for (int serial = 0; serial < 2; serial++) {
+        snprintf(cmd, sizeof cmd,
+                 "(%s bench -m %s --voice %s/v.voice -j 2 --runs 2 --frames 6 -q --json %s "
+                 "2>/dev/null)",
+                 bin, m, dir, serial ? "--serial-codec" : "");
+        rc = run(out, sizeof out, cmd);
+        qtts_err jerr = {0};
+        qtts_json *doc = rc == 0 ? qtts_json_parse(out, strlen(out), NULL, "bench --json", &jerr)
+                                 : NULL;
+        const qtts_json *sc = doc ? qtts_json_get(doc, "serial_codec") : NULL;
+        bool ov = serial;
+        double rtf = 0, srtf = 0, ratio = 0;
+        CHECK(doc && qtts_json_get_bool(doc, "codec_overlap", &ov) && ov == !serial &&
+                  qtts_json_get_num(doc, "rtf", &rtf) && rtf > 0 &&
+                  (serial ? !sc
+                          : sc && qtts_json_get_num(sc, "rtf", &srtf) && srtf > 0 &&
+                                qtts_json_get_num(sc, "overlap_rtf_ratio", &ratio) && ratio > 0),
+              "bench --json -j 2%s: rc %d, %s %s", serial ? " --serial-codec" : "", rc, jerr.msg,
+              out);
         qtts_json_free(doc);
     }
     snprintf(cmd, sizeof cmd, "%s voice create -m %s --ref-audio %s -l german -o %s/x.voice", bin, m,
