@@ -28,14 +28,15 @@
  *   peak RSS                                 getrusage, whole process
  *
  * The stage timers need the stages one after the other: the timed run
- * decodes every push between two frames on all threads (the engine's
- * serial_codec). Where the engine would decode the pushes after the
- * first beside generation instead (the CPU backend on two or more
- * threads, streamed; qtts_engine_options.serial_codec), each run is
- * followed at once by the same synthesis that way, untimed but for its
- * wall clock: its RTF and TTFA are the table's (what a user gets), the
- * timed run's RTF is given beside them, with the median of the rounds'
- * ratios. --serial-codec runs only the timed runs.
+ * decodes between two frames on all threads (the engine's serial_codec).
+ * Where the engine would decode beside generation instead (the CPU
+ * backend on two or more threads: a stream's pushes after the first, or
+ * the 300-frame windows through a stream, but not a voice's windows,
+ * which an in-context clone holds to the end; qtts_engine_options), each
+ * run is followed at once by the same synthesis that way, untimed but
+ * for its wall clock and stages: its RTF and TTFA are the table's (what a
+ * user gets), the timed run's RTF is given beside them, with the median
+ * of the runs' ratios. --serial-codec runs only the timed runs.
  *
  * and each decode-time stage as a multiple of its floor, the time the
  * machine needs at the least:
@@ -791,7 +792,7 @@ int qtts_cmd_bench(int argc, char **argv) {
     const bool host = !backend || !strcmp(backend, "cpu");
     /* a second synthesis per run with the codec beside generation, where
      * the engine would do that (see the top) */
-    const bool overlap = host && stream && !eo.serial_codec && qtts_threads_count() > 1;
+    const bool overlap = host && (stream || !voice) && !eo.serial_codec && qtts_threads_count() > 1;
     run_result rr[MAX_RUNS];
     double x_talker[MAX_RUNS], x_cp[MAX_RUNS], x_tcp[MAX_RUNS], x_codec[MAX_RUNS];
     stage_cost cost = {0};

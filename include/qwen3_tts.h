@@ -92,14 +92,18 @@ typedef struct {
      * weights once; off by default, when a bad value shows up instead as a
      * QTTS_ERR_NUMERIC failure of the first request it reaches. */
     bool check_weights;
-    /* Streamed audio (qtts_request.stream_chunk_frames) on the CPU backend
-     * with two or more threads decodes each push after the first on one of
-     * the engine's threads while the others go on generating (the talker
-     * waits on memory, the codec on arithmetic: side by side they finish
-     * sooner than one after the other on all threads; docs/PERFORMANCE.md).
-     * true decodes every push between two frames on all threads instead.
-     * The samples are the same bits either way; only when they are
-     * delivered changes. Sessions with manual decoding never overlap. */
+    /* On the CPU backend with two or more threads the codec decodes beside
+     * generation: a stream's pushes after the first (the first is the time
+     * to first audio), and the 300-frame windows too, through a stream in
+     * pushes of 12 frames (held and delivered a window at a time), run on
+     * one of the engine's threads while the others go on generating (the
+     * talker waits on memory, the codec on arithmetic: side by side they
+     * can finish sooner than one after the other on all threads;
+     * docs/PERFORMANCE.md). true decodes between two frames on all threads
+     * instead. The samples and the calls that deliver them are the same
+     * either way; a call may come a few frames later. Sessions with
+     * manual decoding, and an in-context clone's windows (held to the
+     * end), never decode beside generation. */
     bool serial_codec;
 } qtts_engine_options;
 

@@ -118,6 +118,12 @@ struct qtts_session {
     size_t skip_samples;           /* in-context cloning: samples still to cut from the front */
     bool hold_audio;               /* decode only at finish (see qtts_session_start) */
     bool overlap;                  /* streamed pushes after the first go to a lent worker */
+    /* Window delivery decoded through the stream beside generation
+     * (qtts_session_start): pushes of BG_PUSH frames, their samples kept
+     * in win until a whole window (or the request) is done. */
+    bool bg;
+    float *win;
+    size_t win_n, win_cap;         /* samples held, capacity */
     int stream_n, stream_first;    /* streaming: largest push, frames before the first */
     int stream_next;               /*   frames the next push waits for */
     qtts_stretch *stretch;         /* the request's speed change (NULL at speed 1) */
@@ -362,6 +368,7 @@ void qtts_session_free(qtts_session *s) {
     qtts_codec_stream_free(s->ref_cs);
     qtts_free(s->ref_key);
     qtts_free(s->push_codes);
+    qtts_free(s->win);
     qtts_free(s->frames);
     qtts_free(s->wav);
     qtts_free(s);
@@ -452,6 +459,12 @@ static qtts_status decode_deliver(qtts_session *s, int start, int end, qtts_err 
     return st ? st : deliver(s, pcm, n, err);
 }
 
+/* Frames per push of a window delivery decoded through the stream beside
+ * generation (s->bg): the streaming default, and a divisor of the window
+ * (QTTS_CODEC_CHUNK), so that every window ends with a push. */
+#define BG_PUSH 12
+_Static_assert(QTTS_CODEC_CHUNK % BG_PUSH == 0, "pushes must divide the window");
+
 /* Whether the engine's backend decodes through a codec stream (the CPU
  * backend; the others decode windows). */
 static bool has_stream_decoder(const qtts_engine *e) { return !strcmp(e->backend->ops->name, "cpu"); }
@@ -472,6 +485,13 @@ static qtts_status stream_ready(qtts_session *s, int run, qtts_err *err) {
     return QTTS_OK;
 }
 
+/* Window delivery through the stream (bg): the held samples go out. */
+static qtts_status win_flush(qtts_session *s, qtts_err *err) {
+    const size_t n = s->win_n;
+    s->win_n = 0;
+    return deliver(s, s->win, n, err);
+}
+
 /* The samples of a push of n frames (in wav) after it ran: checked, up
  * to skip_samples cut from the front, delivered. */
 static qtts_status stream_deliver(qtts_session *s, int n, qtts_err *err) {
@@ -480,7 +500,18 @@ static qtts_status stream_deliver(qtts_session *s, int n, qtts_err *err) {
         return qtts_fail(err, QTTS_ERR_NUMERIC, "the codec decoder produced non-finite samples");
     const size_t k = QTTS_MIN(s->skip_samples, ns);
     s->skip_samples -= k;
-    return deliver(s, s->wav + k, ns - k, err);
+    if (!s->bg) return deliver(s, s->wav + k, ns - k, err);
+    /* window delivery: held until the window is whole (pushes divide it) */
+    if (s->win_n + ns - k > s->win_cap) {
+        const size_t cap = QTTS_MAX(s->win_n + ns - k, 2 * s->win_cap);
+        float *p = qtts_realloc(s->win, cap * sizeof(float));
+        if (!p) return qtts_fail(err, QTTS_ERR_NOMEM, "out of memory (%zu audio samples)", cap);
+        s->win = p;
+        s->win_cap = cap;
+    }
+    memcpy(s->win + s->win_n, s->wav + k, (ns - k) * sizeof(float));
+    s->win_n += ns - k;
+    return s->decoded % QTTS_CODEC_CHUNK ? QTTS_OK : win_flush(s, err);
 }
 
 static void add_codec_stats(qtts_session *s, int n, double secs) {
@@ -528,7 +559,7 @@ static qtts_status stream_run(qtts_session *s, int n, qtts_err *err) {
     if (st) return st;
     if ((st = ensure_wav(s, (size_t)n * s->eng->codec->upsample, err))) return st;
     const int32_t *codes = s->frames + (size_t)s->decoded * QTTS_NUM_CODEBOOKS;
-    if (s->overlap && s->decoded > s->ref_frames) {
+    if (s->overlap && (s->decoded > s->ref_frames || s->bg)) {
         const size_t bytes = sizeof(int32_t) * (size_t)n * QTTS_NUM_CODEBOOKS;
         if (n > s->push_cap) {   /* without memory for the copy, the push runs here */
             int32_t *p = qtts_realloc(s->push_codes, bytes);
@@ -677,7 +708,7 @@ void qtts_request_init(qtts_request *r) {
  * frames: a stream's push, or whole 300-frame windows. */
 static qtts_status decode_due_audio(qtts_session *s, int max_frames, qtts_err *err) {
     qtts_status st = QTTS_OK;
-    if (s->stream_n) {
+    if (s->stream_n || s->bg) {
         int n = max_frames > 0 && max_frames < s->due ? max_frames : s->due;
         /* an in-context clone's reference frames go in one piece: skipped,
          * they cost about as much as the last few alone */
@@ -730,6 +761,8 @@ static int on_gen_frame(void *user, int frame, const int32_t *codes) {
             s->stream_next = QTTS_MIN(s->stream_n, 2 * pending);
             s->due += pending;
         }
+    } else if (s->bg) {
+        if (s->n_frames - s->decoded - s->due == BG_PUSH) s->due += BG_PUSH;
     } else if (!s->hold_audio && s->n_frames - s->decoded - s->due == QTTS_CODEC_CHUNK) {
         s->due += QTTS_CODEC_CHUNK;
     }
@@ -786,7 +819,8 @@ static void session_reset(qtts_session *s) {
         qtts_threads_lend_wait();
         s->push_out = false;
     }
-    s->overlap = false;
+    s->overlap = s->bg = false;
+    s->win_n = 0;
     qtts_gen_end(&s->gen);
     qtts_prompt_free(&s->prompt);
     memset(&s->prompt, 0, sizeof s->prompt);
@@ -963,6 +997,12 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         s->stream_first = s->stream_next = first;
         s->overlap = !e->serial_codec && !s->manual_decode && e->n_threads > 1;
         if (s->ref_frames) stream_reference(s);
+    } else if (!s->hold_audio && !e->serial_codec && !s->manual_decode && e->n_threads > 1 &&
+               has_stream_decoder(e) && stream_ready(s, BG_PUSH, &(qtts_err){0}) == QTTS_OK) {
+        /* window delivery, decoded beside generation through the stream:
+         * the same samples as the windows' (the stream reproduces their
+         * left context), in the same calls; without a stream, the windows */
+        s->bg = s->overlap = true;
     }
     if (req->speed != 0 && req->speed != 1) {
         st = qtts_stretch_new(cfg->codec.output_sample_rate, req->speed, &s->stretch, err);
@@ -1089,7 +1129,9 @@ qtts_status qtts_session_finish(qtts_session *s, qtts_result *result, qtts_err *
             s->skip_samples = (size_t)((double)s->ref_frames / (double)QTTS_MAX(total, 1) * n_all);
             if (has_stream_decoder(s->eng)) st = finish_held_clone(s, err);
         }
-        if (s->stream_n && s->n_frames > s->decoded) st = stream_push(s, s->n_frames - s->decoded, err);
+        if ((s->stream_n || s->bg) && s->n_frames > s->decoded)
+            st = stream_push(s, s->n_frames - s->decoded, err);
+        if (!st && s->bg && s->win_n) st = win_flush(s, err);
         for (int start = s->decoded; !st && start < s->n_frames; start += QTTS_CODEC_CHUNK) {
             int end = QTTS_MIN(start + QTTS_CODEC_CHUNK, s->n_frames);
             st = decode_deliver(s, start, end, err);

@@ -763,9 +763,13 @@ static void batch_model(const char *model, const char *speaker, bool long_jobs) 
     /* the queue really has what it is meant to have */
     for (int i = 0; i < nj; i++) {
         const job *j = &jobs[i];
+        /* its first window's audio comes once its 300 frames exist: at frame
+         * 300 when windows decode between frames, a push or so later where
+         * the engine decodes them beside generation (two threads here) */
         if (!strcmp(j->name, "long_greedy"))
             CHECK(j->ref.st == QTTS_OK && j->ref.c.n_frames > 300 &&
-                      j->ref.c.first_audio_at == 300 && j->ref.c.audio_calls == 2,
+                      j->ref.c.first_audio_at >= 300 &&
+                      j->ref.c.first_audio_at < j->ref.c.n_frames && j->ref.c.audio_calls == 2,
                   "%s: long_greedy: %d frames, first audio after %d", model, j->ref.c.n_frames,
                   j->ref.c.first_audio_at);
         if (!strcmp(j->name, "frame_cancel"))

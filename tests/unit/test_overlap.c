@@ -13,7 +13,11 @@
  *   - a callback that cancels from such a delivery fails the request there,
  *     and the session then runs the same request to the same bits;
  *   - an in-context clone (its reference frames skipped in the first push)
- *     to the same bits.
+ *     to the same bits;
+ *   - window delivery (stream_chunk_frames 0) decodes through the stream
+ *     beside generation too: the same samples in the same 300-frame calls
+ *     as the windows decoded between frames, past a window restart, the
+ *     first window's call later than its 300th frame.
  *
  * Small enough to run under ThreadSanitizer (`make test-tsan`): the lent
  * worker and the caller share the session's stream and samples.
@@ -26,12 +30,13 @@
 #define MODELS QTTS_FIXTURES "/models"
 #define SPF 1920
 #define MAX_CALLS 256
+#define MAX_FRAMES 512
 
 typedef struct {
     float *pcm;
     size_t n;
     int frames;
-    int32_t codes[512 * QTTS_NUM_CODEBOOKS];
+    int32_t codes[MAX_FRAMES * QTTS_NUM_CODEBOOKS];
     int calls;
     size_t sizes[MAX_CALLS];
     int at_frame[MAX_CALLS];   /* frames generated when each call came */
@@ -43,7 +48,7 @@ typedef struct {
 static int on_frame(void *user, int k, const int32_t codes[QTTS_NUM_CODEBOOKS]) {
     sink *s = user;
     (void)k;
-    if (s->frames < 512)
+    if (s->frames < MAX_FRAMES)
         memcpy(s->codes + (size_t)s->frames * QTTS_NUM_CODEBOOKS, codes,
                sizeof(int32_t) * QTTS_NUM_CODEBOOKS);
     s->frames++;
@@ -61,22 +66,28 @@ static int on_audio(void *user, const float *pcm, size_t n) {
     return s->cancel_at && s->calls == s->cancel_at;
 }
 
-/* r streamed in pushes of up to 12 frames, the first after one. */
-static qtts_status run(qtts_session *ses, qtts_request r, sink *out, int cancel_at,
-                       qtts_error *err) {
+/* r streamed in pushes of up to `chunk` frames, the first after one
+ * (chunk 0: the 300-frame windows). */
+static qtts_status run_chunk(qtts_session *ses, qtts_request r, int chunk, sink *out,
+                             int cancel_at, qtts_error *err) {
     memset(out, 0, sizeof *out);
     out->thread = pthread_self();
     out->cancel_at = cancel_at;
-    r.stream_chunk_frames = 12;
-    r.stream_first_frames = 1;
+    r.stream_chunk_frames = chunk;
+    r.stream_first_frames = chunk ? 1 : 0;
     r.on_audio = on_audio;
     r.on_frame = on_frame;
     r.user = out;
     return qtts_synthesize(ses, &r, NULL, err);
 }
 
+static qtts_status run(qtts_session *ses, qtts_request r, sink *out, int cancel_at,
+                       qtts_error *err) {
+    return run_chunk(ses, r, 12, out, cancel_at, err);
+}
+
 static bool same(const sink *a, const sink *b) {
-    return a->n == b->n && a->frames == b->frames && a->frames <= 512 &&
+    return a->n == b->n && a->frames == b->frames && a->frames <= MAX_FRAMES &&
            !memcmp(a->pcm, b->pcm, sizeof(float) * a->n) &&
            !memcmp(a->codes, b->codes, sizeof(int32_t) * QTTS_NUM_CODEBOOKS * (size_t)a->frames) &&
            a->calls == b->calls && a->calls <= MAX_CALLS &&
@@ -185,8 +196,50 @@ static void test_clone(void) {
     qtts_engine_close(ov);
 }
 
+static void test_windows(void) {
+    qtts_error err = {0};
+    qtts_engine *ser = open_engine(MODELS "/cv06", true, &err);
+    REQUIRE(ser, "%s", err.msg);
+    qtts_engine *ov = open_engine(MODELS "/cv06", false, &err);
+    REQUIRE(ov, "%s", err.msg);
+    qtts_session *ss = qtts_session_new(ser, &err), *so = qtts_session_new(ov, &err);
+    REQUIRE(ss && so, "sessions");
+    qtts_request r;
+    qtts_request_init(&r);
+    r.text = "A longer request that goes past the first decode window of three hundred "
+             "frames, so the window restart with its left context is streamed too.";
+    r.speaker = "vivian";
+    r.do_sample = 1;
+    r.seed = 7;
+    r.max_new_tokens = 340;
+    sink a, b;
+    REQUIRE(!run_chunk(ss, r, 0, &a, 0, &err), "serial: %s", err.msg);
+    CHECK(a.frames > 300 && a.calls == 2 && a.at_frame[0] == 300 && !a.other_thread,
+          "serial windows: %d frames, %d calls, the first at frame %d", a.frames, a.calls,
+          a.at_frame[0]);
+    REQUIRE(!run_chunk(so, r, 0, &b, 0, &err), "beside: %s", err.msg);
+    CHECK(same(&a, &b) && b.at_frame[0] > 300 && !b.other_thread,
+          "windows beside generation: %zu vs %zu samples, %d calls, the first at frame %d", b.n,
+          a.n, b.calls, b.at_frame[0]);
+    free(a.pcm);
+    free(b.pcm);
+    /* a short request: one window, at the end, the same */
+    r.max_new_tokens = 30;
+    REQUIRE(!run_chunk(ss, r, 0, &a, 0, &err), "serial short: %s", err.msg);
+    CHECK(!run_chunk(so, r, 0, &b, 0, &err) && same(&a, &b) && b.calls == 1,
+          "short window beside generation: %zu vs %zu samples, %d calls (%s)", b.n, a.n, b.calls,
+          err.msg);
+    free(a.pcm);
+    free(b.pcm);
+    qtts_session_free(ss);
+    qtts_session_free(so);
+    qtts_engine_close(ser);
+    qtts_engine_close(ov);
+}
+
 int main(void) {
     TEST_RUN(test_custom_voice);
     TEST_RUN(test_clone);
+    TEST_RUN(test_windows);
     TEST_END();
 }
