@@ -195,11 +195,17 @@ static void run_tasks(qtts_pool *p) {
 
 /* Waits until gen differs from seen; returns the new value. Idle work
  * (qtts_threads_set_idle) takes the place of the pause while there is any. */
+static bool run_sub_tasks(qtts_pool *p);
+
 static uint32_t wait_gen(qtts_pool *p, int participant, uint32_t seen) {
     long t0 = 0, t = 0;
     for (unsigned i = 1;; i++) {
         uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (g != seen) return g;
+        if (run_sub_tasks(p)) {   /* helped a lent job: not idle, spin on */
+            t0 = 0;
+            continue;
+        }
         if (!idle_work(participant)) cpu_relax();
         if (t0 && t - t0 > YIELD_AFTER_NS) sched_yield();
         if ((i & 63) == 0) {
@@ -236,13 +242,11 @@ static void *worker_main(void *arg) {
         int posted = LEND_POSTED;
         if (atomic_load_explicit(&p->lend, memory_order_acquire) == LEND_POSTED &&
             atomic_compare_exchange_strong(&p->lend, &posted, LEND_RUNNING)) {
-            /* the lent job's own parallel-fors (lend_run) are this worker's
-             * and the lender's, when it waits: as participant 1 of a pool of
-             * two (the lender is 0), whatever the pool's size */
+            /* the lent job's own parallel-fors (lend_run) are this worker's,
+             * the lender's while it waits, and any idle worker's: each as
+             * its own participant, as in a job */
             t_lent = p;
-            t_participant = 1;
             p->lend_fn(p->lend_ctx, 0);
-            t_participant = participant;
             t_lent = NULL;
             atomic_store_explicit(&p->lend, LEND_DONE, memory_order_release);
         }
@@ -315,15 +319,17 @@ static void wake_workers(qtts_pool *p) {
 }
 
 /* Claims and runs tasks of the lent job's current parallel-for until none
- * is left. The claim is tried only while one is left, so that a lender
- * polling between them does not keep bumping the counter. */
-static void run_sub_tasks(qtts_pool *p) {
-    for (;;) {
+ * is left; whether it ran any. The claim is tried only while one is left,
+ * so that the threads polling between them do not keep bumping the
+ * counter. */
+static bool run_sub_tasks(qtts_pool *p) {
+    bool ran = false;
+    for (;; ran = true) {
         uint64_t w = atomic_load_explicit(&p->sub_work, memory_order_acquire);
-        if ((uint32_t)w >= (uint32_t)(w >> 32)) return;
+        if ((uint32_t)w >= (uint32_t)(w >> 32)) return ran;
         w = atomic_fetch_add_explicit(&p->sub_work, 1, memory_order_acq_rel);
         const uint32_t i = (uint32_t)w, n = (uint32_t)(w >> 32);
-        if (i >= n) return;
+        if (i >= n) return ran;
         const bool in_sub = t_in_sub;
         t_in_sub = true;   /* a parallel-for inside the task runs on its thread */
         p->sub_fn(p->sub_ctx, (int)i);
@@ -333,14 +339,15 @@ static void run_sub_tasks(qtts_pool *p) {
 }
 
 /* A parallel-for on the worker running a lent job: published for the
- * lender to help with, run here until every task is claimed, then waited
- * for. The same publication rules as a job's (fn and ctx are rewritten
+ * lender (while it waits) and the idle workers to help with, run here
+ * until every task is claimed, then waited for. The same publication rules as a job's (fn and ctx are rewritten
  * only after every claimed task finished). */
 static void lend_run(qtts_pool *p, int n_tasks, qtts_task_fn fn, void *ctx) {
     p->sub_fn = fn;
     p->sub_ctx = ctx;
     atomic_store_explicit(&p->sub_done, 0, memory_order_relaxed);
     atomic_store_explicit(&p->sub_work, (uint64_t)n_tasks << 32, memory_order_release);
+    if (atomic_load(&p->sleepers) > 0) wake_workers(p);   /* idle ones help (wait_gen) */
     run_sub_tasks(p);
     for (unsigned i = 1; atomic_load_explicit(&p->sub_done, memory_order_acquire) < n_tasks; i++) {
         cpu_relax();
@@ -503,7 +510,8 @@ int qtts_threads_init(int n_threads) {
 
 int qtts_threads_count(void) {
     if (t_serial) return 1;
-    if (t_lent) return 2;   /* the lent worker and the lender (lend_run) */
+    /* a lent job's parallel-fors are its worker's, the lender's and the
+     * idle workers', each as its own participant (lend_run) */
     return qtts_pool_size(atomic_load(&g_pool));
 }
 

@@ -65,19 +65,22 @@ void qtts_parallel_for(int n_tasks, qtts_task_fn fn, void *ctx);
  * other held it. Results are the same bits either way. */
 void qtts_threads_set_local_serial(bool serial);
 
-/* Lending one worker: fn(ctx, 0) runs on a worker of the pool, with its
- * parallel-fors on itself (local serial, qtts_threads_count() 1 there),
- * while the lender's jobs go on with the other participants (the tasks
- * are claimed dynamically, so a job simply has one thread fewer). For two
- * stages of a pipeline on a machine with few cores: one that reads
- * memory (the talker) beside one that computes (the codec) keeps both
- * cores doing what each does best. One lend at a time per pool: false
- * (nothing run) when another is out, the pool has no worker, or the
- * caller is itself local serial; the caller then runs fn itself.
+/* Lending one worker: fn(ctx, 0) runs on a worker of the pool while the
+ * lender's jobs go on with the other participants (the tasks are claimed
+ * dynamically, so a job simply has one thread fewer). The lent job's own
+ * parallel-fors are published like jobs: the lent worker runs their
+ * tasks, and so do the pool's idle workers and the lender while it waits
+ * (qtts_pool_lend_wait), each as its own participant (qtts_threads_count()
+ * is the pool's size there too). For two stages of a pipeline: one that
+ * reads memory (the talker) beside one that computes (the codec) keeps
+ * the cores doing what each does best, and no core idles while either
+ * has work. One lend at a time per pool: false (nothing run) when another
+ * is out, the pool has no worker, or the caller is local serial or itself
+ * inside a lent job; the caller then runs fn itself.
  * qtts_pool_lend_done: no lend is out, or it has finished (its results
- * visible to the caller); qtts_pool_lend_wait: waits for it to finish and
- * frees the lend (no-op when none is out). The lender must wait before
- * the pool is destroyed or resized. */
+ * visible to the caller); qtts_pool_lend_wait: waits for it to finish,
+ * helping, and frees the lend (no-op when none is out). The lender must
+ * wait before the pool is destroyed or resized. */
 bool qtts_pool_lend(qtts_pool *p, qtts_task_fn fn, void *ctx);
 bool qtts_pool_lend_done(qtts_pool *p);
 void qtts_pool_lend_wait(qtts_pool *p);

@@ -8,12 +8,13 @@
  * contiguous split with stealing (qtts_steal) hands every unit out once,
  * each thread of a job has its own participant index,
  * keeps each part's chunks in order and moves a slow part's work; the
- * cache-size parser behind qtts_llc_bytes; lending a worker: the lent job
- * runs on another thread as participant 1 of two, its parallel-fors run
- * every task once there and with the lender while it waits (a task that
- * needs a second thread to finish gets one), the lender's own jobs run
+ * cache-size parser behind qtts_llc_bytes; lending a worker (2 and 4
+ * threads): the lent job runs on a worker, its parallel-fors run every
+ * task once, each thread as its own participant (the lender 0), nested
+ * parallel-fors inline, a task that needs a second thread to finish gets
+ * one (the waiting lender or an idle worker), the lender's own jobs run
  * meanwhile, one lend at a time, none with one thread or from a serial
- * caller.
+ * caller or from inside the lent job.
  * Built under ThreadSanitizer by `make test-tsan`. Prints the dispatch
  * cost for information.
  */
@@ -432,25 +433,52 @@ static void test_round_trip(void) {
 /* Lending a worker of the process-wide pool (qtts_threads_lend). */
 typedef struct {
     pthread_t lender;
+    int threads;               /* the pool's size */
     _Atomic int go;            /* the lender's checks are done: the job may end */
     _Atomic int bad;
     _Atomic int started;       /* tasks of the pair job that began */
     _Atomic int pair_ok;       /* the pair job's two tasks ran side by side */
     job j;                     /* the parallel-fors' bookkeeping */
+    int n;                     /* tasks of the parallel-for running */
+    _Atomic unsigned long who[8];      /* the thread seen as each participant */
     _Atomic unsigned long on_lender;   /* tasks the lender ran */
     bool lend_inside;          /* a lend from inside the lent job */
 } lend_job;
 
+static void mark_task(void *ctx, int i) {
+    atomic_store((_Atomic unsigned long *)ctx + i, (unsigned long)pthread_self());
+}
+
+/* A task of the lent job's parallel-fors: every thread as its own
+ * participant (the lender 0, a worker its index), a parallel-for inside
+ * a task of one of several tasks on its own thread (a lone task runs
+ * inline on the lent worker, and what it starts is a parallel-for of the
+ * lent job like any other). */
 static void lent_sub_task(void *ctx, int i) {
     lend_job *l = ctx;
     job_task(&l->j, i);
     const bool lender = pthread_equal(pthread_self(), l->lender);
+    const int p = qtts_thread_participant();
     if (lender) atomic_fetch_add(&l->on_lender, 1);
-    if (qtts_thread_participant() != (lender ? 0 : 1)) atomic_fetch_add(&l->bad, 1);
+    if (p < 0 || p >= l->threads || lender != (p == 0)) {
+        atomic_fetch_add(&l->bad, 1);
+        return;
+    }
+    unsigned long none = 0;
+    if (!atomic_compare_exchange_strong(&l->who[p], &none, (unsigned long)pthread_self()) &&
+        none != (unsigned long)pthread_self())
+        atomic_fetch_add(&l->bad, 1);   /* two threads as one participant */
+    if (i == 0 && l->n > 1) {
+        _Atomic unsigned long ran[3] = {0, 0, 0};
+        qtts_parallel_for(3, mark_task, ran);
+        for (int k = 0; k < 3; k++)
+            if (atomic_load(&ran[k]) != (unsigned long)pthread_self()) atomic_fetch_add(&l->bad, 1);
+    }
 }
 
 /* Two tasks that each wait (up to 5 s) for the other to start: they end
- * only if a second thread (the waiting lender) takes one. */
+ * only if a second thread (the waiting lender, or an idle worker) takes
+ * one. */
 static void pair_task(void *ctx, int i) {
     lend_job *l = ctx;
     atomic_fetch_add(&l->started, 1);
@@ -463,7 +491,8 @@ static void pair_task(void *ctx, int i) {
 static void lent_main(void *ctx, int task) {
     lend_job *l = ctx;
     if (task != 0 || pthread_equal(pthread_self(), l->lender)) atomic_fetch_add(&l->bad, 1);
-    if (qtts_threads_count() != 2 || qtts_thread_participant() != 1) atomic_fetch_add(&l->bad, 1);
+    if (qtts_threads_count() != l->threads || qtts_thread_participant() < 1)
+        atomic_fetch_add(&l->bad, 1);
     l->lend_inside = qtts_threads_lend(lent_sub_task, l);
     static const int sizes[] = {1, 2, 3, 7, 16, 64, 1000};
     for (int g = 0; g < 300; g++) {
@@ -471,28 +500,25 @@ static void lent_main(void *ctx, int task) {
         l->j.gen = g;
         atomic_store(&l->j.runs, 0);
         for (int i = 0; i < n; i++) l->j.out[i] = -1;
+        l->n = n;
         qtts_parallel_for(n, lent_sub_task, l);
         bool ok = atomic_load(&l->j.runs) == n;
         for (int i = 0; i < n; i++) ok = ok && l->j.out[i] == g * 7 + i;
         if (!ok) atomic_fetch_add(&l->bad, 1);
-        if (g == 10)   /* the lender is not waiting yet: the worker runs them all */
+        if (g == 10)   /* the lender is not waiting yet */
             while (!atomic_load(&l->go)) busy_wait_us(10);
     }
     qtts_parallel_for(2, pair_task, l);
 }
 
-static void test_lend(void) {
-    qtts_threads_shutdown();
-    CHECK(!qtts_threads_lend(lent_sub_task, NULL), "one thread: nothing to lend");
-    CHECK(qtts_threads_lend_done(), "one thread: none out");
-    qtts_threads_lend_wait();   /* none out: returns */
-    REQUIRE(qtts_threads_init(2) == 2, "two threads");
-    for (int round = 0; round < 20; round++) {
-        lend_job l = {.lender = pthread_self()};
-        REQUIRE(qtts_threads_lend(lent_main, &l), "round %d: lend", round);
+static void lend_rounds(int threads, int rounds) {
+    REQUIRE(qtts_threads_init(threads) == threads, "%d threads", threads);
+    for (int round = 0; round < rounds; round++) {
+        lend_job l = {.lender = pthread_self(), .threads = threads};
+        REQUIRE(qtts_threads_lend(lent_main, &l), "%d threads, round %d: lend", threads, round);
         CHECK(!qtts_threads_lend(lent_main, &l), "round %d: a second lend", round);
         CHECK(!qtts_threads_lend_done(), "round %d: done before go", round);
-        /* the lender's own job meanwhile: all of it on the lender */
+        /* the lender's own job meanwhile, on the pool's other threads */
         job j = {.gen = round};
         atomic_init(&j.runs, 0);
         qtts_parallel_for(100, job_task, &j);
@@ -504,20 +530,25 @@ static void test_lend(void) {
         atomic_store(&l.go, 1);
         qtts_threads_lend_wait();
         CHECK(qtts_threads_lend_done(), "round %d: done after the wait", round);
-        CHECK(atomic_load(&l.bad) == 0, "round %d: %d bad checks in the lent job", round,
-              atomic_load(&l.bad));
+        CHECK(atomic_load(&l.bad) == 0, "%d threads, round %d: %d bad checks in the lent job",
+              threads, round, atomic_load(&l.bad));
         CHECK(!l.lend_inside, "round %d: a lend from inside the lent job", round);
-        CHECK(atomic_load(&l.pair_ok) == 2, "round %d: the lender did not help (%d)", round,
-              atomic_load(&l.pair_ok));
+        CHECK(atomic_load(&l.pair_ok) == 2,
+              "%d threads, round %d: no second thread took a task of the lent job (%d)", threads,
+              round, atomic_load(&l.pair_ok));
         if (round == 0)
-            printf("  lender ran %lu of the lent job's tasks\n", atomic_load(&l.on_lender));
+            printf("  %d threads: the lender ran %lu of the lent job's tasks\n", threads,
+                   atomic_load(&l.on_lender));
     }
-    /* a lend again after the wait; the pool's jobs run on both threads again */
-    lend_job l = {.lender = pthread_self()};
-    atomic_store(&l.go, 1);
-    CHECK(qtts_threads_lend(lent_main, &l), "lend after the wait");
-    qtts_threads_lend_wait();
-    CHECK(atomic_load(&l.bad) == 0 && atomic_load(&l.pair_ok) == 2, "second lend");
+}
+
+static void test_lend(void) {
+    qtts_threads_shutdown();
+    CHECK(!qtts_threads_lend(lent_sub_task, NULL), "one thread: nothing to lend");
+    CHECK(qtts_threads_lend_done(), "one thread: none out");
+    qtts_threads_lend_wait();   /* none out: returns */
+    lend_rounds(2, 20);
+    lend_rounds(4, 10);
     qtts_threads_shutdown();
 }
 
