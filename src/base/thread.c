@@ -90,7 +90,8 @@ struct qtts_pool {
     void *lend_ctx;
     /* The lent job's own parallel-fors (lend_run), published like a job
      * (sub_fn, sub_ctx; sub_work: n_tasks << 32 | next; sub_done) for the
-     * lender to help with while it waits (qtts_pool_lend_wait). */
+     * lender to help with while it waits (qtts_pool_lend_wait), and the
+     * idle workers (wait_gen). */
     qtts_task_fn sub_fn;
     void *sub_ctx;
     _Alignas(64) _Atomic uint64_t sub_work;
@@ -193,10 +194,11 @@ static void run_tasks(qtts_pool *p) {
     }
 }
 
-/* Waits until gen differs from seen; returns the new value. Idle work
- * (qtts_threads_set_idle) takes the place of the pause while there is any. */
 static bool run_sub_tasks(qtts_pool *p);
 
+/* Waits until gen differs from seen; returns the new value. Meanwhile it
+ * runs the tasks of a lent job's parallel-fors, and idle work
+ * (qtts_threads_set_idle) takes the place of the pause while there is any. */
 static uint32_t wait_gen(qtts_pool *p, int participant, uint32_t seen) {
     long t0 = 0, t = 0;
     for (unsigned i = 1;; i++) {
@@ -340,8 +342,9 @@ static bool run_sub_tasks(qtts_pool *p) {
 
 /* A parallel-for on the worker running a lent job: published for the
  * lender (while it waits) and the idle workers to help with, run here
- * until every task is claimed, then waited for. The same publication rules as a job's (fn and ctx are rewritten
- * only after every claimed task finished). */
+ * until every task is claimed, then waited for. The same publication
+ * rules as a job's: fn and ctx are rewritten only after every claimed
+ * task finished. */
 static void lend_run(qtts_pool *p, int n_tasks, qtts_task_fn fn, void *ctx) {
     p->sub_fn = fn;
     p->sub_ctx = ctx;
@@ -377,9 +380,10 @@ void qtts_pool_lend_wait(qtts_pool *p) {
      * as participant 0 with their own parallel-fors inline */
     const int outer = t_participant;
     t_participant = 0;
-    while (atomic_load_explicit(&p->lend, memory_order_acquire) != LEND_DONE) {
-        run_sub_tasks(p);
+    for (unsigned i = 1; atomic_load_explicit(&p->lend, memory_order_acquire) != LEND_DONE; i++) {
+        if (run_sub_tasks(p)) continue;
         cpu_relax();
+        if ((i & 255) == 0) sched_yield();   /* more threads than cores: let the job run */
     }
     t_participant = outer;
     atomic_store_explicit(&p->lend, LEND_NONE, memory_order_release);
