@@ -185,7 +185,9 @@ typedef struct {
     void *user;
 
     /* Low-latency audio. 0 (default): on_audio per completed 300-frame
-     * window of the reference's chunked decode, the rest at finish. N > 0:
+     * window of the reference's chunked decode (once it is decoded: a few
+     * frames after its last where the codec decodes beside generation,
+     * qtts_engine_options.serial_codec), the rest at finish. N > 0:
      * the codec decodes frames as they are generated: the first on_audio
      * after stream_first_frames frames (0: 1), then after twice as
      * many frames as the last one carried, up to N per call (a player that
