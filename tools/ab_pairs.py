@@ -13,7 +13,11 @@ DIR/bench_backend). --bench: whole `BUILD/qwen3-tts bench --runs 1 --json`
 calls (x floor of the talker, the code predictor and both, talker + CP
 ms, the codec's ms per frame and the RTF), so the streamed codec decodes
 between the frames, the real prompt and each call's own bandwidth probes
-are in it; --prompt and --kv do not apply.
+are in it; --prompt and --kv do not apply. The RTF paired is that of
+bench's timed runs, the codec decoded between frames (since 24fc112 bench
+also runs each request with the codec beside generation, JSON
+serial_codec.rtf against rtf), so that builds on both sides of that change
+compare alike.
 
   tools/ab_pairs.py --model models/full-cv06-int4 build-base build
   tools/ab_pairs.py --model DIR --rounds 15 --frames 40 -- buildA buildB buildC
@@ -74,7 +78,8 @@ def run_bench(build, args):
     s = d["stages"]
     rt = d["machine"].get("thread_round_trip_ns")
     return ([s["talker"]["x_floor"], s["code_predictor"]["x_floor"], s["talker_cp"]["x_floor"],
-             s["talker_cp"]["ms_per_frame"], s["codec"]["ms_per_frame"], d["rtf"]],
+             s["talker_cp"]["ms_per_frame"], s["codec"]["ms_per_frame"],
+             d.get("serial_codec", {}).get("rtf", d["rtf"])],
             placement([rt["min"], rt["max"]] if rt else []))
 
 
