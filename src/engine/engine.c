@@ -117,7 +117,8 @@ struct qtts_session {
     int ref_frames;                /* in-context cloning: reference frames before frames[0..] */
     size_t skip_samples;           /* in-context cloning: samples still to cut from the front */
     bool hold_audio;               /* decode only at finish (see qtts_session_start) */
-    bool overlap;                  /* streamed pushes after the first go to a lent worker */
+    bool overlap;                  /* pushes go to a lent worker: a stream's after the */
+                                   /*   first, all of bg's (stream_run) */
     /* Window delivery decoded through the stream beside generation
      * (qtts_session_start): pushes of BG_PUSH frames, their samples kept
      * in win until a whole window (or the request) is done. */
