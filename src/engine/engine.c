@@ -990,16 +990,18 @@ qtts_status qtts_session_start(qtts_session *s, const qtts_request *req, qtts_er
         s->ref_frames = s->n_frames = need;
         s->hold_audio = !stream;
     }
+    /* the codec may decode beside generation (qtts_engine_options.serial_codec) */
+    const bool beside = !e->serial_codec && !s->manual_decode && e->n_threads > 1;
     if (stream) {
         const int n = req->stream_chunk_frames;
         const int first = req->stream_first_frames ? req->stream_first_frames : 1;
         if ((st = stream_ready(s, QTTS_MAX(n, first), err))) goto done;
         s->stream_n = n;
         s->stream_first = s->stream_next = first;
-        s->overlap = !e->serial_codec && !s->manual_decode && e->n_threads > 1;
+        s->overlap = beside;
         if (s->ref_frames) stream_reference(s);
-    } else if (!s->hold_audio && !e->serial_codec && !s->manual_decode && e->n_threads > 1 &&
-               has_stream_decoder(e) && stream_ready(s, BG_PUSH, &(qtts_err){0}) == QTTS_OK) {
+    } else if (beside && !s->hold_audio && has_stream_decoder(e) &&
+               stream_ready(s, BG_PUSH, &(qtts_err){0}) == QTTS_OK) {
         /* window delivery, decoded beside generation through the stream:
          * the same samples as the windows' (the stream reproduces their
          * left context), in the same calls; without a stream, the windows */

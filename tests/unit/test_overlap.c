@@ -115,14 +115,34 @@ static qtts_engine *open_engine(const char *dir, bool serial, qtts_error *err) {
     return qtts_engine_open(dir, &o, &e, err) ? NULL : e;
 }
 
+/* The same model opened twice on two threads: serial (every push between
+ * frames) and beside generation, a session on each. */
+typedef struct {
+    qtts_engine *ser, *ov;
+    qtts_session *ss, *so;
+} pair;
+
+static bool pair_open(pair *p, const char *dir, qtts_error *err) {
+    memset(p, 0, sizeof *p);
+    p->ser = open_engine(dir, true, err);
+    p->ov = p->ser ? open_engine(dir, false, err) : NULL;
+    p->ss = p->ov ? qtts_session_new(p->ser, err) : NULL;
+    p->so = p->ss ? qtts_session_new(p->ov, err) : NULL;
+    return p->so != NULL;
+}
+
+static void pair_close(pair *p) {
+    qtts_session_free(p->ss);
+    qtts_session_free(p->so);
+    qtts_engine_close(p->ser);
+    qtts_engine_close(p->ov);
+}
+
 static void test_custom_voice(void) {
     qtts_error err = {0};
-    qtts_engine *ser = open_engine(MODELS "/cv06", true, &err);
-    REQUIRE(ser, "%s", err.msg);
-    qtts_engine *ov = open_engine(MODELS "/cv06", false, &err);
-    REQUIRE(ov, "%s", err.msg);
-    qtts_session *ss = qtts_session_new(ser, &err), *so = qtts_session_new(ov, &err);
-    REQUIRE(ss && so, "sessions");
+    pair p;
+    REQUIRE(pair_open(&p, MODELS "/cv06", &err), "%s", err.msg);
+    qtts_session *ss = p.ss, *so = p.so;
     qtts_request r;
     qtts_request_init(&r);
     r.text = "A request long enough for a few pushes beside the generation.";
@@ -156,10 +176,7 @@ static void test_custom_voice(void) {
     CHECK(same(&a, &b), "after the cancels: %zu vs %zu samples", b.n, a.n);
     free(a.pcm);
     free(b.pcm);
-    qtts_session_free(ss);
-    qtts_session_free(so);
-    qtts_engine_close(ser);
-    qtts_engine_close(ov);
+    pair_close(&p);
 }
 
 static void test_clone(void) {
@@ -169,12 +186,9 @@ static void test_clone(void) {
     const size_t wl = fread(wav, 1, sizeof wav, f);
     fclose(f);
     qtts_error err = {0};
-    qtts_engine *ser = open_engine(MODELS "/base06", true, &err);
-    REQUIRE(ser, "%s", err.msg);
-    qtts_engine *ov = open_engine(MODELS "/base06", false, &err);
-    REQUIRE(ov, "%s", err.msg);
-    qtts_session *ss = qtts_session_new(ser, &err), *so = qtts_session_new(ov, &err);
-    REQUIRE(ss && so, "sessions");
+    pair p;
+    REQUIRE(pair_open(&p, MODELS "/base06", &err), "%s", err.msg);
+    qtts_session *ss = p.ss, *so = p.so;
     qtts_request r;
     qtts_request_init(&r);
     r.text = "Cloned voice, streamed beside generation.";
@@ -190,20 +204,14 @@ static void test_clone(void) {
           "clone beside generation: %zu vs %zu samples, %d calls (%s)", b.n, a.n, a.calls, err.msg);
     free(a.pcm);
     free(b.pcm);
-    qtts_session_free(ss);
-    qtts_session_free(so);
-    qtts_engine_close(ser);
-    qtts_engine_close(ov);
+    pair_close(&p);
 }
 
 static void test_windows(void) {
     qtts_error err = {0};
-    qtts_engine *ser = open_engine(MODELS "/cv06", true, &err);
-    REQUIRE(ser, "%s", err.msg);
-    qtts_engine *ov = open_engine(MODELS "/cv06", false, &err);
-    REQUIRE(ov, "%s", err.msg);
-    qtts_session *ss = qtts_session_new(ser, &err), *so = qtts_session_new(ov, &err);
-    REQUIRE(ss && so, "sessions");
+    pair p;
+    REQUIRE(pair_open(&p, MODELS "/cv06", &err), "%s", err.msg);
+    qtts_session *ss = p.ss, *so = p.so;
     qtts_request r;
     qtts_request_init(&r);
     r.text = "A longer request that goes past the first decode window of three hundred "
@@ -231,10 +239,7 @@ static void test_windows(void) {
           err.msg);
     free(a.pcm);
     free(b.pcm);
-    qtts_session_free(ss);
-    qtts_session_free(so);
-    qtts_engine_close(ser);
-    qtts_engine_close(ov);
+    pair_close(&p);
 }
 
 int main(void) {
